@@ -1,0 +1,261 @@
+r"""Attention, and the four places where position can enter it.
+
+Scaled dot-product attention for one head is
+
+.. math::
+    o_i = \sum_j \operatorname{softmax}_j\!\Big(\frac{q_i^\top k_j}{\sqrt{d}} + b_{ij}\Big)\, v_j .
+
+On its own it has no idea where token ``j`` sits: permute the tokens and the outputs are
+permuted the same way. Every positional scheme in this course injects position at one or
+more of four places, and :class:`PositionScheme` has one hook for each:
+
+1. **the input** — :meth:`PositionScheme.embed` adds a vector to the token embedding
+   (learned absolute, sinusoidal);
+2. **queries and keys** — :meth:`PositionScheme.rotate` transforms ``q`` and ``k`` before the
+   dot product (RoPE and its scalings, xPos, multidimensional RoPE);
+3. **the scores** — :meth:`PositionScheme.score_bias` returns ``b_ij`` added to the logits
+   (ALiBi, T5 buckets, Shaw's key term, CoPE);
+4. **values and outputs** — :meth:`PositionScheme.transform_values` and
+   :meth:`PositionScheme.transform_output` (VO-RoPE, Shaw's value term).
+
+The base class implements all four as "do nothing", which *is* NoPE. :func:`attention`
+calls the hooks in order; a model takes one scheme per layer (a *plan*), so iRoPE is a
+plan (RoPE, RoPE, RoPE, NoPE), not a new architecture.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor, nn
+
+from ._validate import check_int, check_tensor
+
+__all__ = ["PLACES", "PositionScheme", "NoPE", "attention", "causal_mask", "MultiHeadAttention"]
+
+#: The four places position enters attention, in the order a forward pass meets them.
+PLACES = ("input", "qk", "scores", "values")
+
+
+class PositionScheme(nn.Module):
+    """Base class for positional schemes: every hook is the identity (that is NoPE).
+
+    Subclasses override the hooks for the places they use and list those places in
+    ``places`` (a subset of :data:`PLACES`). Positions are integer tensors shaped
+    ``[seq]`` (shared by the batch) or ``[batch, seq]``.
+    """
+
+    places: tuple[str, ...] = ()
+    #: True for schemes whose maths only holds under a causal mask (xPos).
+    requires_causal: bool = False
+
+    # 1. the input ---------------------------------------------------------------------
+    def embed(self, hidden: Tensor, positions: Tensor) -> Tensor:
+        """``hidden`` ``[batch, seq, d_model]`` -> the same shape with position added."""
+        return hidden
+
+    # 2. queries and keys ----------------------------------------------------------------
+    def rotate(
+        self, q: Tensor, k: Tensor, q_positions: Tensor, k_positions: Tensor
+    ) -> tuple[Tensor, Tensor]:
+        """``q`` ``[b, h, Lq, d]`` and ``k`` ``[b, h_kv, Lk, d]`` -> transformed ``q, k``."""
+        return q, k
+
+    # 3. the scores ------------------------------------------------------------------------
+    def score_bias(
+        self, q: Tensor, k: Tensor, q_positions: Tensor, k_positions: Tensor
+    ) -> Tensor | None:
+        """A bias broadcastable to ``[b, h, Lq, Lk]`` added to ``q·k/√d``, or ``None``."""
+        return None
+
+    # 4. values and outputs --------------------------------------------------------------
+    def transform_values(self, v: Tensor, k_positions: Tensor) -> Tensor:
+        """``v`` ``[b, h, Lk, d]`` -> values as the attention averages them."""
+        return v
+
+    def transform_output(
+        self, out: Tensor, probs: Tensor, q_positions: Tensor, k_positions: Tensor
+    ) -> Tensor:
+        """``out`` ``[b, h, Lq, d]`` and ``probs`` ``[b, h, Lq, Lk]`` -> the head's output."""
+        return out
+
+    def extra_repr(self) -> str:
+        return f"places={self.places}"
+
+
+class NoPE(PositionScheme):
+    """No positional encoding (Kazemnejad et al., 2023, arXiv:2305.19466).
+
+    Uses none of the four places. Under a causal mask the model can still infer order
+    (a token sees only its prefix), which is why decoder-only NoPE models work at all.
+    """
+
+
+def causal_mask(query_len: int, key_len: int, *, device=None) -> Tensor:
+    """Boolean ``[query_len, key_len]``, True where query ``i`` may see key ``j``.
+
+    Queries are aligned to the *end* of the keys (``i`` sits at key position
+    ``key_len - query_len + i``), which is what decoding with a cache needs.
+    """
+    query_len = check_int("query_len", query_len, minimum=1)
+    key_len = check_int("key_len", key_len, minimum=1)
+    if query_len > key_len:
+        raise ValueError(
+            f"query_len ({query_len}) must be <= key_len ({key_len}) for a causal mask"
+        )
+    i = torch.arange(query_len, device=device)[:, None] + (key_len - query_len)
+    j = torch.arange(key_len, device=device)[None, :]
+    return j <= i
+
+
+def _default_positions(length: int, device) -> Tensor:
+    return torch.arange(length, device=device)
+
+
+def attention(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    scheme: PositionScheme | None = None,
+    *,
+    q_positions: Tensor | None = None,
+    k_positions: Tensor | None = None,
+    causal: bool = True,
+    padding_mask: Tensor | None = None,
+    return_probs: bool = False,
+):
+    r"""Attention with a positional scheme plugged in through its four hooks.
+
+    Shapes: ``q`` ``[batch, heads, Lq, d]``; ``k`` and ``v`` ``[batch, kv_heads, Lk, d]``
+    where ``heads`` is a multiple of ``kv_heads`` (grouped-query attention). Positions
+    default to ``0..L-1``; with ``causal=True`` queries align with the last ``Lq`` keys.
+    ``padding_mask`` is boolean ``[batch, Lk]``, True for real tokens.
+
+    Returns the output ``[batch, heads, Lq, d]`` (and the probabilities when
+    ``return_probs``). Refuses mismatched shapes, a non-divisible head count, and a
+    scheme that needs a causal mask (xPos) used without one.
+    """
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        check_tensor(name, t, ndim=4, floating=True)
+    b, h, lq, d = q.shape
+    if k.shape != v.shape:
+        raise ValueError(
+            f"k and v must have the same shape, got {tuple(k.shape)} and {tuple(v.shape)}"
+        )
+    if k.shape[0] != b or k.shape[3] != d:
+        raise ValueError(
+            f"k must be [batch={b}, kv_heads, Lk, head_dim={d}] to match q, got {tuple(k.shape)}"
+        )
+    h_kv, lk = k.shape[1], k.shape[2]
+    if h % h_kv:
+        raise ValueError(f"query heads ({h}) must be a multiple of key/value heads ({h_kv})")
+    scheme = scheme if scheme is not None else NoPE()
+    if scheme.requires_causal and not causal:
+        raise ValueError(
+            f"{type(scheme).__name__} is only defined with causal=True (its decay grows "
+            "without bound for keys after the query)"
+        )
+    offset = lk - lq if causal else 0
+    if q_positions is None:
+        q_positions = _default_positions(lq, q.device) + offset
+    if k_positions is None:
+        k_positions = _default_positions(lk, q.device)
+
+    # 2. queries and keys
+    q, k = scheme.rotate(q, k, q_positions, k_positions)
+    # 4a. values
+    v = scheme.transform_values(v, k_positions)
+    if h != h_kv:  # grouped-query attention: each key/value head serves h // h_kv queries
+        k = k.repeat_interleave(h // h_kv, dim=1)
+        v = v.repeat_interleave(h // h_kv, dim=1)
+
+    scores = (q @ k.transpose(-2, -1)) / math.sqrt(d)
+    # 3. the scores
+    bias = scheme.score_bias(q, k, q_positions, k_positions)
+    if bias is not None:
+        scores = scores + bias
+
+    if causal:
+        scores = scores.masked_fill(~causal_mask(lq, lk, device=q.device), float("-inf"))
+    if padding_mask is not None:
+        check_tensor("padding_mask", padding_mask, ndim=2)
+        if padding_mask.dtype != torch.bool or tuple(padding_mask.shape) != (b, lk):
+            raise ValueError(
+                f"padding_mask must be a bool tensor [batch={b}, Lk={lk}], got "
+                f"{padding_mask.dtype} {tuple(padding_mask.shape)}"
+            )
+        scores = scores.masked_fill(~padding_mask[:, None, None, :], float("-inf"))
+    probs = torch.softmax(scores.float(), dim=-1).to(q.dtype)
+    # A query whose every key is masked (a padded query) gets zeros, not NaNs.
+    probs = torch.nan_to_num(probs, nan=0.0)
+    out = probs @ v
+    # 4b. outputs
+    out = scheme.transform_output(out, probs, q_positions, k_positions)
+    return (out, probs) if return_probs else out
+
+
+class MultiHeadAttention(nn.Module):
+    """Multi-head (optionally grouped-query) self-attention over one positional scheme.
+
+    ``x`` ``[batch, seq, d_model]`` -> ``[batch, seq, d_model]``. The scheme's input hook is
+    *not* called here: adding position to the embedding happens once, at the model input.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        num_heads: int,
+        scheme: PositionScheme | None = None,
+        *,
+        num_kv_heads: int | None = None,
+        bias: bool = False,
+    ):
+        super().__init__()
+        d_model = check_int("d_model", d_model, minimum=1)
+        num_heads = check_int("num_heads", num_heads, minimum=1)
+        num_kv_heads = check_int(
+            "num_kv_heads", num_heads if num_kv_heads is None else num_kv_heads, minimum=1
+        )
+        if d_model % num_heads:
+            raise ValueError(f"d_model ({d_model}) must be divisible by num_heads ({num_heads})")
+        if num_heads % num_kv_heads:
+            raise ValueError(
+                f"num_heads ({num_heads}) must be a multiple of num_kv_heads ({num_kv_heads})"
+            )
+        self.num_heads, self.num_kv_heads = num_heads, num_kv_heads
+        self.head_dim = d_model // num_heads
+        self.q_proj = nn.Linear(d_model, num_heads * self.head_dim, bias=bias)
+        self.k_proj = nn.Linear(d_model, num_kv_heads * self.head_dim, bias=bias)
+        self.v_proj = nn.Linear(d_model, num_kv_heads * self.head_dim, bias=bias)
+        self.o_proj = nn.Linear(num_heads * self.head_dim, d_model, bias=bias)
+        self.scheme = scheme if scheme is not None else NoPE()
+
+    def forward(
+        self,
+        x: Tensor,
+        positions: Tensor | None = None,
+        *,
+        causal: bool = True,
+        padding_mask: Tensor | None = None,
+        return_probs: bool = False,
+    ):
+        check_tensor("x", x, ndim=3, floating=True)
+        b, s, _ = x.shape
+        q = self.q_proj(x).view(b, s, self.num_heads, self.head_dim).transpose(1, 2)
+        k = self.k_proj(x).view(b, s, self.num_kv_heads, self.head_dim).transpose(1, 2)
+        v = self.v_proj(x).view(b, s, self.num_kv_heads, self.head_dim).transpose(1, 2)
+        result = attention(
+            q,
+            k,
+            v,
+            self.scheme,
+            q_positions=positions,
+            k_positions=positions,
+            causal=causal,
+            padding_mask=padding_mask,
+            return_probs=return_probs,
+        )
+        out, probs = result if return_probs else (result, None)
+        out = self.o_proj(out.transpose(1, 2).reshape(b, s, self.num_heads * self.head_dim))
+        return (out, probs) if return_probs else out
