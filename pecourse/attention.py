@@ -186,7 +186,10 @@ def attention(
                 f"{padding_mask.dtype} {tuple(padding_mask.shape)}"
             )
         scores = scores.masked_fill(~padding_mask[:, None, None, :], float("-inf"))
-    probs = torch.softmax(scores.float(), dim=-1).to(q.dtype)
+    # Softmax in at least float32 (bf16/fp16 logits lose the small differences that matter);
+    # float64 stays float64, so the reference path is exact to double round-off.
+    probs = torch.softmax(scores.to(torch.promote_types(scores.dtype, torch.float32)), dim=-1)
+    probs = probs.to(q.dtype)
     # A query whose every key is masked (a padded query) gets zeros, not NaNs.
     probs = torch.nan_to_num(probs, nan=0.0)
     out = probs @ v
