@@ -1,0 +1,164 @@
+"""``pecourse cards``: review in the terminal, statistics, exports and reset."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from .deck import CONCEPTS, TITLES, load_deck
+from .store import ProgressStore, make_scheduler, utc_now
+
+_RATING_NAMES = {"1": "again", "2": "hard", "3": "good", "4": "easy"}
+
+
+def register(subparsers) -> None:
+    cards = subparsers.add_parser(
+        "cards",
+        help="review the flashcards (FSRS spaced repetition), show progress, export",
+        description="The course's 157 flashcards, scheduled by FSRS. Progress is kept in "
+        "SQLite under the data directory (PECOURSE_DATA_DIR overrides it).",
+    )
+    cards.set_defaults(func=lambda args: (cards.print_help(), 0)[1])
+    sub = cards.add_subparsers(dest="cards_command", metavar="ACTION")
+
+    review = sub.add_parser("review", help="review due and new cards in the terminal")
+    review.add_argument("--concept", type=_concept, help="syllabus number 1-16 (default: all)")
+    review.add_argument("--limit", type=int, default=None, help="stop after this many cards")
+    review.set_defaults(func=cmd_review)
+
+    stats = sub.add_parser("stats", help="due / new / learned counts per concept")
+    stats.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    stats.set_defaults(func=cmd_stats)
+
+    export = sub.add_parser("export", help="export the deck (Anki, JSON) or your progress")
+    export.add_argument("--anki", metavar="FILE", help="write an Anki package (.apkg)")
+    export.add_argument("--json", metavar="FILE", help="write the deck as jupytercards JSON")
+    export.add_argument("--progress", metavar="FILE", help="write your review progress as JSON")
+    export.add_argument("--concept", type=_concept, help="only this syllabus concept")
+    export.set_defaults(func=cmd_export)
+
+    reset = sub.add_parser("reset", help="forget all review progress")
+    reset.add_argument("--yes", action="store_true", help="really delete the progress")
+    reset.add_argument("--concept", type=_concept, help="only this syllabus concept")
+    reset.set_defaults(func=cmd_reset)
+
+
+def _concept(text: str) -> int:
+    try:
+        number = int(text)
+    except ValueError:
+        number = -1
+    if number not in CONCEPTS:
+        raise argparse.ArgumentTypeError(f"--concept must be a syllabus number 1-16, got {text!r}")
+    return number
+
+
+def cmd_review(args) -> int:
+
+    deck = {c.id: c for c in load_deck(args.concept)}
+    store = ProgressStore()
+    scheduler = make_scheduler()
+    done = 0
+    print("Enter shows the answer; rate 1 again, 2 hard, 3 good, 4 easy; q quits.")
+    while args.limit is None or done < args.limit:
+        queue = store.queue(deck, utc_now())
+        if not queue:
+            print("Nothing to review right now.")
+            break
+        card = deck[queue[0]]
+        print(f"\n[{card.concept:02d} {card.topic}]\n{card.front}")
+        try:
+            if input("(Enter to show the answer, q to quit) ").strip().lower() == "q":
+                break
+            print(f"\n{card.back}\n")
+            while True:
+                answer = input("Rate 1-4 (q quits): ").strip().lower()
+                if answer in _RATING_NAMES or answer == "q":
+                    break
+                print("Please type 1, 2, 3, 4 or q.")
+        except EOFError:
+            break
+        if answer == "q":
+            break
+        state = store.review(card.id, _RATING_NAMES[answer], now=utc_now(), scheduler=scheduler)
+        done += 1
+        print(f"Saved: next review {state.due:%Y-%m-%d %H:%M} UTC.")
+    print(f"Reviewed {done} card{'s' * (done != 1)}.")
+    return 0
+
+
+def cmd_stats(args) -> int:
+    store = ProgressStore()
+    now = utc_now()
+    rows = []
+    for number, title in TITLES.items():
+        s = store.stats([c.id for c in load_deck(number)], now)
+        rows.append((number, title, s))
+    total = store.stats([c.id for c in load_deck()], now)
+    if args.json:
+        out = {
+            "database": str(store.path),
+            "total": {
+                "cards": total.total,
+                "due": total.due,
+                "new": total.new,
+                "learned": total.learned,
+                "reviews": total.reviews,
+                "next_due": total.next_due.isoformat() if total.next_due else None,
+            },
+            "concepts": {
+                f"{n:02d}_{CONCEPTS[n]}": {
+                    "cards": s.total,
+                    "due": s.due,
+                    "new": s.new,
+                    "learned": s.learned,
+                }
+                for n, _t, s in rows
+            },
+        }
+        print(json.dumps(out, indent=2))
+        return 0
+    print(f"Progress database: {store.path}")
+    print(f"{'concept':<46} {'cards':>5} {'due':>5} {'new':>5} {'learned':>7}")
+    for number, title, s in rows:
+        print(f"{number:02d} {title:<43} {s.total:>5} {s.due:>5} {s.new:>5} {s.learned:>7}")
+    print(f"{'all':<46} {total.total:>5} {total.due:>5} {total.new:>5} {total.learned:>7}")
+    print(f"reviews logged: {total.reviews}")
+    if total.next_due is not None:
+        print(f"next card due: {total.next_due:%Y-%m-%d %H:%M} UTC")
+    return 0
+
+
+def cmd_export(args) -> int:
+    if not (args.anki or args.json or args.progress):
+        print(
+            "pecourse cards export: give --anki FILE, --json FILE and/or --progress FILE",
+            file=sys.stderr,
+        )
+        return 2
+    from .export import export_anki, export_json
+
+    if args.anki:
+        print(f"Anki package: {export_anki(args.anki, args.concept)}")
+    if args.json:
+        print(f"jupytercards JSON: {export_json(args.json, args.concept)}")
+    if args.progress:
+        print(f"progress: {ProgressStore().export_json(args.progress)}")
+    return 0
+
+
+def cmd_reset(args) -> int:
+    store = ProgressStore()
+    if not args.yes:
+        print(
+            f"This deletes the review progress in {store.path}. "
+            "Run again with --yes to do it (export it first with "
+            "`pecourse cards export --progress FILE`).",
+            file=sys.stderr,
+        )
+        return 1
+    ids = None if args.concept is None else [c.id for c in load_deck(args.concept)]
+    removed = store.reset(ids)
+    print(f"Reset: forgot {removed} card state{'s' * (removed != 1)} in {store.path}.")
+    return 0
