@@ -1,0 +1,189 @@
+r"""Absolute positions added to the input: a learned table and the sinusoidal table.
+
+Place: **the input** (see :mod:`pecourse.attention`). Both schemes give position ``t`` a
+vector ``p(t)`` of the model's width and add it to the token embedding once, before the
+first layer; attention itself never sees a position again.
+
+* **Learned** (GPT-2, BERT): ``p(t)`` is row ``t`` of a trained ``[max_positions, d_model]``
+  table. It has a hard ceiling: row ``max_positions`` does not exist, so a longer input is
+  refused, never wrapped round.
+* **Sinusoidal** (Vaswani et al. 2017, arXiv:1706.03762, section 3.5): a fixed table,
+
+  .. math::
+      PE_{t, 2i} = \sin(t\,\omega_i), \qquad PE_{t, 2i+1} = \cos(t\,\omega_i), \qquad
+      \omega_i = \mathrm{base}^{-2i/d},
+
+  so the columns come in (sin, cos) pairs, one pair per frequency, the fastest first.
+  Because each pair is a point on a circle, shifting every position by ``Δ`` is a rotation
+  of each pair by ``Δ ω_i``: ``p(t + Δ) = M(Δ) p(t)`` with ``M(Δ)`` block-diagonal and
+  independent of ``t`` (:func:`sinusoidal_shift_matrix`). This is the property the paper
+  hoped would let the model attend by relative position.
+
+Angles are computed in float64 and the result cast at the end: in float32, ``t·ω_0`` at
+``t = 10^6`` is already off by a few hundredths of a radian.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from .._validate import check_even, check_float, check_int, check_positions, check_tensor
+from ..attention import PositionScheme
+
+__all__ = [
+    "sinusoidal_frequencies",
+    "sinusoidal_encoding",
+    "sinusoidal_table",
+    "sinusoidal_shift_matrix",
+    "LearnedAbsolute",
+    "Sinusoidal",
+]
+
+
+def sinusoidal_frequencies(dim: int, base: float = 10000.0) -> Tensor:
+    r"""The ``dim // 2`` angular frequencies ``ω_i = base^{-2i/dim}`` (float64).
+
+    Vaswani et al. 2017 (arXiv:1706.03762), section 3.5: the wavelengths ``2π/ω_i`` form a
+    geometric progression from ``2π`` to ``2π·base``. Refuses an odd or non-positive
+    ``dim`` and a ``base`` ≤ 1 (a base of 1 makes every frequency equal to 1).
+    """
+    dim = check_even("dim", dim)
+    base = check_float("base", base, minimum=1.0, strict_minimum=True)
+    two_i = torch.arange(0, dim, 2, dtype=torch.float64)  # 2i = 0, 2, ..., d-2
+    return base ** (-two_i / dim)  # ω_i = base^(-2i/d)
+
+
+def sinusoidal_encoding(
+    positions: Tensor, dim: int, base: float = 10000.0, *, dtype: torch.dtype = torch.float32
+) -> Tensor:
+    r"""Sinusoidal vectors ``p(t)`` for integer ``positions`` ``[...]`` -> ``[..., dim]``.
+
+    Vaswani et al. 2017 (arXiv:1706.03762), section 3.5, in the paper's interleaved layout:
+    column ``2i`` holds ``sin(t ω_i)`` and column ``2i+1`` holds ``cos(t ω_i)``. Positions may
+    have any shape; they must be non-negative integers. Angles are taken in float64 and the
+    result cast to ``dtype``. Refuses an odd ``dim`` and float or negative positions.
+    """
+    check_positions("positions", positions, ndim=tuple(range(0, 8)))
+    omega = sinusoidal_frequencies(dim, base).to(positions.device)
+    angle = positions.to(torch.float64)[..., None] * omega  # t·ω_i, [..., d/2]
+    # Stack (sin, cos) on a new last axis and flatten it: [s0, c0, s1, c1, ...].
+    pe = torch.stack((torch.sin(angle), torch.cos(angle)), dim=-1)
+    return pe.flatten(-2).to(dtype)
+
+
+def sinusoidal_table(
+    num_positions: int, dim: int, base: float = 10000.0, *, dtype: torch.dtype = torch.float32
+) -> Tensor:
+    r"""The sinusoidal table for positions ``0..num_positions-1``: ``[num_positions, dim]``.
+
+    Vaswani et al. 2017 (arXiv:1706.03762), section 3.5:
+    ``PE[t, 2i] = sin(t / base^{2i/d})`` and ``PE[t, 2i+1] = cos(t / base^{2i/d})`` (even
+    columns sine, odd columns cosine). Computes for any length: nothing is learned, so
+    nothing runs out. Refuses ``num_positions`` < 1, an odd ``dim`` and ``base`` ≤ 1.
+    """
+    num_positions = check_int("num_positions", num_positions, minimum=1)
+    return sinusoidal_encoding(torch.arange(num_positions), dim, base, dtype=dtype)
+
+
+def sinusoidal_shift_matrix(
+    delta, dim: int, base: float = 10000.0, *, dtype: torch.dtype = torch.float32
+) -> Tensor:
+    r"""``M(Δ)`` ``[dim, dim]`` with ``p(t + Δ) = M(Δ) p(t)`` for every ``t``.
+
+    The linear map the paper alludes to (Vaswani et al. 2017, arXiv:1706.03762, section
+    3.5: "PE_{pos+k} can be represented as a linear function of PE_{pos}"). For each
+    frequency the pair ``(sin tω, cos tω)`` is rotated by ``Δω``:
+
+    .. math::
+        \begin{pmatrix}\sin (t+Δ)ω \\ \cos (t+Δ)ω\end{pmatrix} =
+        \begin{pmatrix}\cos Δω & \sin Δω \\ -\sin Δω & \cos Δω\end{pmatrix}
+        \begin{pmatrix}\sin tω \\ \cos tω\end{pmatrix},
+
+    so ``M(Δ)`` is block-diagonal with one such 2×2 block per frequency, and does not
+    depend on ``t``. ``Δ`` may be any real number (negative shifts too). Refuses a
+    non-finite ``delta``, an odd ``dim`` and ``base`` ≤ 1.
+    """
+    delta = check_float("delta", delta)
+    omega = sinusoidal_frequencies(dim, base)
+    c, s = torch.cos(delta * omega), torch.sin(delta * omega)  # cos Δω_i, sin Δω_i
+    m = torch.zeros(dim, dim, dtype=torch.float64)
+    even = torch.arange(0, dim, 2)
+    m[even, even] = c  # sin' = cos(Δω)·sin + sin(Δω)·cos
+    m[even, even + 1] = s
+    m[even + 1, even] = -s  # cos' = -sin(Δω)·sin + cos(Δω)·cos
+    m[even + 1, even + 1] = c
+    return m.to(dtype)
+
+
+def _check_hidden_positions(hidden: Tensor, positions: Tensor, d_model: int) -> None:
+    check_tensor("hidden", hidden, ndim=3, floating=True)
+    if hidden.shape[-1] != d_model:
+        raise ValueError(
+            f"hidden must be [batch, seq, d_model={d_model}], got shape {tuple(hidden.shape)}"
+        )
+    if positions.shape[-1] != hidden.shape[1] or (
+        positions.ndim == 2 and positions.shape[0] not in (1, hidden.shape[0])
+    ):
+        raise ValueError(
+            f"positions must be [seq={hidden.shape[1]}] or [batch={hidden.shape[0]}, "
+            f"seq={hidden.shape[1]}] to match hidden, got shape {tuple(positions.shape)}"
+        )
+
+
+class LearnedAbsolute(PositionScheme):
+    r"""A learned table of absolute position vectors added to the input (GPT-2, BERT).
+
+    ``h_t ← h_t + P[t]`` with ``P`` an ``[max_positions, d_model]`` ``nn.Embedding``,
+    initialised ``N(0, 0.02²)`` as in GPT-2. Position ``t`` gets exactly one trained row, so
+    the table has a hard ceiling: positions ``≥ max_positions`` raise a ``ValueError``
+    naming ``max_positions`` (a learned table cannot represent them, and silently clipping
+    or wrapping would hand the model a wrong position). Negative and float positions are
+    refused too. Place: the input.
+    """
+
+    places = ("input",)
+
+    def __init__(self, max_positions: int, d_model: int):
+        super().__init__()
+        self.max_positions = check_int("max_positions", max_positions, minimum=1)
+        self.d_model = check_int("d_model", d_model, minimum=1)
+        self.table = nn.Embedding(self.max_positions, self.d_model)
+        nn.init.normal_(self.table.weight, std=0.02)
+
+    def embed(self, hidden: Tensor, positions: Tensor) -> Tensor:
+        """``hidden`` ``[batch, seq, d_model]`` + rows ``P[positions]`` (``[seq]`` or ``[batch, seq]``)."""
+        positions = check_positions("positions", positions, limit=self.max_positions)
+        _check_hidden_positions(hidden, positions, self.d_model)
+        return hidden + self.table(positions).to(hidden.dtype)  # h_t + P[t]
+
+    def extra_repr(self) -> str:
+        return f"max_positions={self.max_positions}, d_model={self.d_model}, places={self.places}"
+
+
+class Sinusoidal(PositionScheme):
+    r"""The fixed sinusoidal encoding added to the input (Vaswani et al. 2017, arXiv:1706.03762).
+
+    ``h_t ← h_t + PE(t)`` with ``PE`` from :func:`sinusoidal_encoding` (interleaved sin/cos).
+    Nothing is learned and any length is computed on the fly. (The original model also
+    multiplies the token embedding by ``√d_model`` before the sum, section 3.4; that belongs
+    to the embedding layer, not to the position scheme.) Refuses an odd ``d_model``.
+    Place: the input.
+    """
+
+    places = ("input",)
+
+    def __init__(self, d_model: int, base: float = 10000.0):
+        super().__init__()
+        self.d_model = check_even("d_model", d_model)
+        self.base = check_float("base", base, minimum=1.0, strict_minimum=True)
+
+    def embed(self, hidden: Tensor, positions: Tensor) -> Tensor:
+        """``hidden`` ``[batch, seq, d_model]`` + ``PE(positions)`` (``[seq]`` or ``[batch, seq]``)."""
+        positions = check_positions("positions", positions)
+        _check_hidden_positions(hidden, positions, self.d_model)
+        pe = sinusoidal_encoding(positions, self.d_model, self.base, dtype=torch.float32)
+        return hidden + pe.to(hidden.dtype)  # h_t + PE(t)
+
+    def extra_repr(self) -> str:
+        return f"d_model={self.d_model}, base={self.base}, places={self.places}"
