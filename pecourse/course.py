@@ -173,3 +173,21 @@ def reading_minutes(path: str | Path) -> int | None:
         return None
     words = prose_words(json.loads(path.read_text(encoding="utf-8")))
     return max(1, math.ceil(words / WORDS_PER_MINUTE))
+
+
+def syllabus_table() -> str:
+    """The syllabus as a Markdown table (the README embeds exactly this)."""
+    rows = [
+        "| # | Chapter | In one line | Reading time |",
+        "|---|---------|-------------|--------------|",
+    ]
+    for c in CONCEPTS:
+        minutes = reading_minutes(c.notebook)
+        title = f"[{c.title}]({c.notebook})" if minutes is not None else c.title
+        time = f"{minutes} min" if minutes is not None else "in preparation"
+        rows.append(f"| {c.number:02d} | {title} | {c.summary} | {time} |")
+    return "\n".join(rows)
+
+
+if __name__ == "__main__":
+    print(syllabus_table())

@@ -7,4 +7,3 @@ import tempfile
 # flashcard progress and grades written during tests never touch the real data directory.
 _DATA_DIR = tempfile.mkdtemp(prefix="pecourse-test-data-")
 os.environ["PECOURSE_DATA_DIR"] = _DATA_DIR
-os.environ.setdefault("MPLBACKEND", "Agg")

@@ -1,0 +1,48 @@
+# pecourse: one command to open the course, one to test it. Both set everything up first.
+#
+#   make lab     create .venv if needed, install, open JupyterLab on the start-here notebook
+#   make test    create .venv if needed, install, lint, run every test (package + notebooks)
+#
+# Set-up is idempotent: it reinstalls only when pyproject.toml changed.
+
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.pecourse-installed
+EXTRAS ?= dev,instructor
+
+.PHONY: setup lab test lint format outputs checkpoints clean
+
+setup: $(STAMP)
+
+# torch is capped below 2.14 in pyproject.toml: on our machines that resolves to the CPU
+# wheel already on disk instead of a multi-GB CUDA download (see DEVELOPERS.md).
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e ".[$(EXTRAS)]"
+	@touch $@
+
+lab: setup
+	$(BIN)/jupyter lab notebooks/00_start_here.ipynb
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: setup
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+test: lint
+	$(BIN)/python -m pytest
+
+# Re-execute every lesson notebook in place, so committed outputs are fresh. Learner data
+# goes to a temporary directory, as it does under the tests.
+outputs: setup
+	PECOURSE_DATA_DIR=$$(mktemp -d) $(BIN)/python -m pecourse.notebook_tools execute notebooks/*.ipynb
+
+checkpoints: setup
+	$(BIN)/python -m pecourse.experiments retrain
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache build *.egg-info

@@ -1,0 +1,102 @@
+"""``pecourse info``: what this environment has, in one screen.
+
+A learner pastes this report into a question; an instructor checks a classroom machine
+with it. It never fails because something optional is missing: it says so instead.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata as md
+import importlib.util
+import os
+import platform
+import sys
+
+from . import __version__
+from .paths import ENV_VAR, data_dir
+
+#: Packages whose versions matter to the course, in the order the report lists them.
+KEY_PACKAGES = (
+    "torch",
+    "numpy",
+    "matplotlib",
+    "sympy",
+    "ipywidgets",
+    "jupyterlab",
+    "fsrs",
+    "transformers",
+    "triton",
+    "nbgrader",
+)
+
+
+def _version(name: str) -> str:
+    try:
+        return md.version(name)
+    except md.PackageNotFoundError:
+        return "not installed"
+
+
+def cpu_name() -> str:
+    """The processor's model name (from /proc/cpuinfo where it exists)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _devices() -> list[tuple[str, str]]:
+    import torch
+
+    rows = [("CPU", f"{cpu_name()}, {os.cpu_count()} cores")]
+    rows.append(("torch threads", str(torch.get_num_threads())))
+    if torch.cuda.is_available():
+        for i in range(torch.cuda.device_count()):
+            rows.append((f"GPU {i}", torch.cuda.get_device_name(i)))
+    else:
+        rows.append(("GPU", "none (CUDA not available); GPU results are read from recordings"))
+    return rows
+
+
+def _triton_status() -> str:
+    if importlib.util.find_spec("triton") is None:
+        return "not importable (kernels fall back to PyTorch)"
+    interpret = os.environ.get("TRITON_INTERPRET") == "1"
+    return "importable" + (" (interpreter mode: TRITON_INTERPRET=1)" if interpret else "")
+
+
+def report() -> list[tuple[str, str]]:
+    """The report as (label, value) rows."""
+    rows = [
+        ("pecourse", __version__),
+        ("Python", f"{platform.python_version()} ({sys.executable})"),
+        ("platform", platform.platform()),
+    ]
+    rows += [(name, _version(name)) for name in KEY_PACKAGES]
+    rows += _devices()
+    rows.append(("Triton", _triton_status()))
+    where = data_dir(create=False)
+    source = f"set by {ENV_VAR}" if os.environ.get(ENV_VAR) else f"default; override with {ENV_VAR}"
+    rows.append(("learner data", f"{where} ({source})"))
+    return rows
+
+
+def format_report(rows: list[tuple[str, str]]) -> str:
+    width = max(len(label) for label, _ in rows)
+    return "\n".join(f"{label:<{width}}  {value}" for label, value in rows)
+
+
+def _run(args) -> int:
+    print(format_report(report()))
+    return 0
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "info", help="versions, devices, Triton and where learner data is stored"
+    )
+    parser.set_defaults(func=_run)

@@ -1,0 +1,42 @@
+"""The ``pecourse`` console command: help and the environment report."""
+
+import os
+import subprocess
+import sys
+
+import torch
+
+from pecourse.cli import main
+
+
+def test_help_lists_info(capsys):
+    assert main([]) == 0
+    out = capsys.readouterr().out
+    assert "usage: pecourse" in out and "info" in out
+
+
+def test_info_reports_versions_devices_and_data_dir(capsys):
+    assert main(["info"]) == 0
+    out = capsys.readouterr().out
+    assert torch.__version__ in out
+    assert f"{sys.version_info.major}.{sys.version_info.minor}" in out
+    assert "Triton" in out and "GPU" in out
+    # The data directory the report names is the overridden one, and says why.
+    assert os.environ["PECOURSE_DATA_DIR"] in out
+    assert "set by PECOURSE_DATA_DIR" in out
+
+
+def test_console_script_runs():
+    done = subprocess.run(
+        [sys.executable, "-m", "pecourse.cli", "--help"], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert "info" in done.stdout
+
+
+def test_unknown_command_is_refused():
+    done = subprocess.run(
+        [sys.executable, "-m", "pecourse.cli", "nonsense"], capture_output=True, text=True
+    )
+    assert done.returncode == 2
+    assert "invalid choice" in done.stderr

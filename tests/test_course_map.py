@@ -1,0 +1,73 @@
+"""The course map: sixteen concepts, a learning path, reading times, the README's table."""
+
+from pathlib import Path
+
+import pytest
+
+from pecourse import course
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_sixteen_concepts_numbered_in_order():
+    assert [c.number for c in course.CONCEPTS] == list(range(1, 17))
+    for c in course.CONCEPTS:
+        assert c.slug.startswith(f"{c.number:02d}_")
+
+
+def test_learning_path_visits_every_concept_once():
+    assert sorted(course.LEARNING_PATH) == list(range(1, 17))
+    assert course.LEARNING_PATH[:4] == (2, 6, 9, 1)
+
+
+def test_notebooks_are_named_after_concepts():
+    names = {p.stem for p in (ROOT / "notebooks").glob("*.ipynb")}
+    allowed = {c.slug for c in course.CONCEPTS} | {"00_start_here"}
+    assert "00_start_here" in names
+    assert names <= allowed, f"unexpected notebooks: {sorted(names - allowed)}"
+
+
+def test_prose_words_ignores_code_maths_and_links():
+    nb = {
+        "cells": [
+            {
+                "cell_type": "markdown",
+                "source": "Two words $x^2 + y$ `code here` [link](https://a.b/c)",
+            },
+            {"cell_type": "code", "source": "many words in code are not prose"},
+        ]
+    }
+    assert course.prose_words(nb) == 3  # "Two", "words", "link"
+
+
+def test_reading_minutes_rounds_up(tmp_path):
+    import json
+
+    words = " ".join(["word"] * (course.WORDS_PER_MINUTE + 1))
+    path = tmp_path / "n.ipynb"
+    path.write_text(json.dumps({"cells": [{"cell_type": "markdown", "source": words}]}))
+    assert course.reading_minutes(path) == 2
+    assert course.reading_minutes(tmp_path / "missing.ipynb") is None
+
+
+def test_readme_has_the_current_syllabus_table():
+    readme = (ROOT / "README.md").read_text()
+    assert course.syllabus_table() in readme, (
+        "README's syllabus table is stale: paste `python -m pecourse.course` into README.md"
+    )
+
+
+def test_readme_starts_with_the_two_commands():
+    head = (ROOT / "README.md").read_text().split("\n## ", 1)[0]
+    assert "make lab" in head and "make test" in head
+
+
+def test_ci_runs_the_readme_test_command():
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert "\nmake test" in ci
+
+
+@pytest.mark.parametrize("bad", [0, 17, "3", 2.0, True])
+def test_concept_lookup_refuses_bad_numbers(bad):
+    with pytest.raises(ValueError, match="concept number"):
+        course.concept(bad)

@@ -1,0 +1,59 @@
+"""pyproject.toml and environment.yml must ask for the same packages with the same bounds."""
+
+import re
+from pathlib import Path
+
+import tomllib
+import yaml
+from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
+
+ROOT = Path(__file__).resolve().parent.parent
+# conda-forge spells a few packages differently from PyPI.
+CONDA_TO_PYPI = {"pytorch": "torch"}
+
+
+def pyproject_requirements() -> dict[str, SpecifierSet]:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    lines = list(project["dependencies"])
+    for extra in project["optional-dependencies"].values():
+        lines += extra
+    reqs = [Requirement(line) for line in lines]
+    return {r.name.lower(): r.specifier for r in reqs}
+
+
+def conda_requirements() -> dict[str, SpecifierSet]:
+    env = yaml.safe_load((ROOT / "environment.yml").read_text())
+    found = {}
+    for item in env["dependencies"]:
+        entries = item["pip"] if isinstance(item, dict) else [item]
+        for entry in entries:
+            if entry.startswith("-e") or entry in ("pip",) or entry.startswith("python"):
+                continue
+            name, spec = re.match(r"([A-Za-z0-9_.\-]+)(.*)", entry).groups()
+            found[CONDA_TO_PYPI.get(name.lower(), name.lower())] = SpecifierSet(spec)
+    return found
+
+
+def test_same_packages_and_bounds():
+    pyproject, conda = pyproject_requirements(), conda_requirements()
+    assert sorted(conda) == sorted(pyproject), (
+        f"only in pyproject: {sorted(set(pyproject) - set(conda))}; "
+        f"only in environment.yml: {sorted(set(conda) - set(pyproject))}"
+    )
+    for name, spec in pyproject.items():
+        assert conda[name] == spec, f"{name}: pyproject {spec} vs environment.yml {conda[name]}"
+
+
+def test_torch_is_capped_below_cuda_only_releases():
+    # A requirement admitting 2.14+ pulls a multi-GB CUDA build on our machines.
+    spec = pyproject_requirements()["torch"]
+    assert "2.13.0" in spec
+    assert "2.14.0" not in spec
+
+
+def test_python_floor_matches():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    env = yaml.safe_load((ROOT / "environment.yml").read_text())
+    python = next(d for d in env["dependencies"] if isinstance(d, str) and d.startswith("python"))
+    assert SpecifierSet(python.removeprefix("python")) == SpecifierSet(project["requires-python"])
