@@ -1,0 +1,338 @@
+r"""Training-free length extension at inference: ReRoPE, leaky ReRoPE, Self-Extend.
+
+A RoPE model only knows the offsets ``Δ = m - n`` (query ``m``, key ``n``) it met in
+training, ``0 ≤ Δ < L``. These methods keep nearby offsets exact and *remap* the far ones
+into the trained range, so a model can read past ``L`` without fine-tuning:
+
+* **ReRoPE** (Su 2023, "Rectified Rotary Position Embeddings", https://kexue.fm/archives/9708):
+  inside a window ``w`` the offset is exact; beyond it every offset is clipped to ``w``,
+  ``Δ' = min(Δ, w)``.
+* **Leaky ReRoPE** (same post): beyond ``w`` the offset keeps growing, but with slope
+  ``1/ratio``: ``Δ' = w + (Δ - w)/ratio`` (``ratio → ∞`` is ReRoPE, ``ratio = 1`` is RoPE).
+* **Self-Extend** (Jin et al. 2024, arXiv:2401.01325, §3): neighbour attention inside
+  ``w``; beyond it, *grouped* positions ``⌊p/G⌋`` for both query and key, with the query
+  shifted by ``w - ⌊w/G⌋`` so the two regions meet:
+  ``Δ' = ⌊m/G⌋ - ⌊n/G⌋ + w - ⌊w/G⌋`` (≈ ``w`` at ``Δ = w``).
+
+RoPE cannot express such a remapped offset with *one* rotation per token (the map is not
+``f(m) - g(n)`` in the window and outside it at once), so every method computes two
+score matrices — the ordinary rotated one for the window and a second one from
+re-positioned queries and keys for the rest — and merges them with a mask on ``Δ``. For
+keys *after* the query (``causal=False``) the remap is mirrored: ``Δ' = -f(-Δ)``.
+
+**Design choice.** The pure functions :func:`rerope_scores`, :func:`leaky_rerope_scores`
+and :func:`self_extend_scores` return the merged logits ``q'·k'/√d``, ``[b, h, Lq, Lk]``.
+The schemes (:class:`ReRoPE`, :class:`LeakyReRoPE`, :class:`SelfExtend`) plug them into
+:func:`pecourse.attention.attention` without a special attention function: ``rotate`` is
+the identity, and ``score_bias`` returns ``merged - q·kᵀ/√d``, so that the logits
+attention forms (``q·kᵀ/√d + bias``) are the merged ones (to float round-off of the
+plain logits). This keeps one attention function for the whole course, at the cost of one
+extra score matrix; a production kernel would fuse the two passes instead.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import torch
+from torch import Tensor
+
+from .._validate import check_choice, check_float, check_int, check_positions, check_tensor
+from ..attention import PositionScheme
+from .rope import (
+    PAIRINGS,
+    _angle_cos_sin,
+    _apply_with_tables,
+    _check_inv_freq,
+    _compute_dtype,
+)
+from .rope import inv_freq as _inv_freq
+
+__all__ = [
+    "METHODS",
+    "effective_offsets",
+    "rerope_scores",
+    "leaky_rerope_scores",
+    "self_extend_scores",
+    "ReRoPE",
+    "LeakyReRoPE",
+    "SelfExtend",
+]
+
+#: The remapping methods this module implements.
+METHODS = ("rerope", "leaky_rerope", "self_extend")
+
+
+def _position_map(method: str, window: int, ratio, group_size) -> tuple[Callable, float]:
+    r"""``(g, shift)`` such that far offsets are ``Δ' = g(m) + shift - g(n)``.
+
+    ReRoPE: ``g = 0``, shift ``w``; leaky: ``g(p) = p/ratio``, shift ``w(1 - 1/ratio)``;
+    Self-Extend: ``g(p) = ⌊p/G⌋``, shift ``w - ⌊w/G⌋``.
+    """
+    if method == "rerope":
+        return (lambda p: torch.zeros_like(p, dtype=torch.float64)), float(window)
+    if method == "leaky_rerope":
+        return (lambda p: p.to(torch.float64) / ratio), window * (1 - 1 / ratio)
+    return (
+        lambda p: torch.div(p, group_size, rounding_mode="floor").to(torch.float64),
+        float(window - window // group_size),
+    )
+
+
+def _check_method_args(method, window, ratio, group_size):
+    check_choice("method", method, METHODS)
+    window = check_int("window", window, minimum=1)
+    if method == "leaky_rerope":
+        ratio = check_float("ratio", ratio, minimum=1.0)
+    if method == "self_extend":
+        group_size = check_int("group_size", group_size, minimum=1)
+    return window, ratio, group_size
+
+
+def _offsets(q_positions: Tensor, k_positions: Tensor) -> Tensor:
+    # Δ = m - n: [Lq, Lk] or [b, Lq, Lk]
+    return q_positions[..., :, None] - k_positions[..., None, :]
+
+
+def effective_offsets(
+    q_positions: Tensor,
+    k_positions: Tensor,
+    *,
+    method: str,
+    window: int,
+    ratio: float | None = None,
+    group_size: int | None = None,
+) -> Tensor:
+    r"""The offset ``Δ'(m, n)`` each method makes the model see, float64 ``[..., Lq, Lk]``.
+
+    ``Δ' = Δ`` for ``|Δ| < w``; beyond the window ReRoPE gives ``±w``, leaky ReRoPE
+    ``±(w + (|Δ| - w)/ratio)``, Self-Extend ``⌊m/G⌋ - ⌊n/G⌋ ± (w - ⌊w/G⌋)``. This is what the
+    merged scores of :func:`rerope_scores` and friends realise; plot it to see the remap.
+    Refuses an unknown ``method``, ``window < 1``, ``ratio < 1``, ``group_size < 1``.
+    """
+    window, ratio, group_size = _check_method_args(method, window, ratio, group_size)
+    q_positions = check_positions("q_positions", q_positions)
+    k_positions = check_positions("k_positions", k_positions)
+    g, shift = _position_map(method, window, ratio, group_size)
+    delta = _offsets(q_positions, k_positions).to(torch.float64)
+    far = _offsets(g(q_positions), g(k_positions))
+    return torch.where(
+        delta >= window, far + shift, torch.where(delta <= -window, far - shift, delta)
+    )
+
+
+def _expand_kv(k: Tensor, heads: int) -> Tensor:
+    if heads % k.shape[1]:
+        raise ValueError(
+            f"query heads ({heads}) must be a multiple of key heads ({k.shape[1]}), got k "
+            f"shaped {tuple(k.shape)}"
+        )
+    return k.repeat_interleave(heads // k.shape[1], dim=1) if heads != k.shape[1] else k
+
+
+def _merged_scores(
+    q, k, q_positions, k_positions, method, window, ratio, group_size, base, pairing, inv_freq
+) -> Tensor:
+    """Validate, then ``where(|Δ| < w, near, far)`` logits divided by √d."""
+    window, ratio, group_size = _check_method_args(method, window, ratio, group_size)
+    check_choice("pairing", pairing, PAIRINGS)
+    check_tensor("q", q, ndim=4, floating=True)
+    check_tensor("k", k, ndim=4, floating=True)
+    b, h, lq, d = q.shape
+    if k.shape[0] != b or k.shape[3] != d:
+        raise ValueError(
+            f"k must be [batch={b}, kv_heads, Lk, head_dim={d}] to match q, got {tuple(k.shape)}"
+        )
+    if d % 2:
+        raise ValueError(f"head_dim must be even (pairs are rotated), got {d}")
+    q_positions = check_positions("q_positions", q_positions)
+    k_positions = check_positions("k_positions", k_positions)
+    for name, pos, length in (
+        ("q_positions", q_positions, lq),
+        ("k_positions", k_positions, k.shape[2]),
+    ):
+        if pos.shape[-1] != length or (pos.ndim == 2 and pos.shape[0] not in (1, b)):
+            raise ValueError(
+                f"{name} must be [{length}] or [batch={b}, {length}], got {tuple(pos.shape)}"
+            )
+    if inv_freq is None:
+        inv_freq = _inv_freq(d, base, device=q.device)
+    _check_inv_freq(inv_freq, d)
+    k = _expand_kv(k, h)
+
+    def rotated_scores(q_pos: Tensor, k_pos: Tensor) -> Tensor:
+        # RoPE at (possibly fractional) positions: angles in float64, as in apply_rope.
+        qr = _apply_with_tables(
+            q, *_angle_cos_sin(q_pos, inv_freq, 1.0, _compute_dtype(q)), pairing, d
+        )
+        kr = _apply_with_tables(
+            k, *_angle_cos_sin(k_pos, inv_freq, 1.0, _compute_dtype(k)), pairing, d
+        )
+        return qr @ kr.transpose(-1, -2)
+
+    delta = _offsets(q_positions, k_positions)
+    delta = delta[None, None] if delta.ndim == 2 else delta[:, None]  # -> [b|1, 1, Lq, Lk]
+    g, shift = _position_map(method, window, ratio, group_size)
+    gq, gk = g(q_positions), g(k_positions)
+    scores = rotated_scores(q_positions, k_positions)  # near: exact offsets
+    past = delta >= window
+    if past.any():  # keys far behind the query: Δ' = g(m) + shift - g(n)
+        scores = torch.where(past, rotated_scores(gq + shift, gk), scores)
+    future = delta <= -window
+    if future.any():  # keys far ahead (non-causal only): Δ' = g(m) - g(n) - shift
+        scores = torch.where(future, rotated_scores(gq, gk + shift), scores)
+    return scores / math.sqrt(d)
+
+
+def rerope_scores(
+    q: Tensor,
+    k: Tensor,
+    q_positions: Tensor,
+    k_positions: Tensor,
+    *,
+    window: int,
+    base: float = 10000.0,
+    pairing: str = "half",
+    inv_freq: Tensor | None = None,
+) -> Tensor:
+    r"""ReRoPE logits (Su 2023): exact RoPE for ``|Δ| < window``, offset clipped to
+    ``±window`` beyond.
+
+    ``q`` ``[b, h, Lq, d]``, ``k`` ``[b, h_kv, Lk, d]`` (unrotated), positions integer
+    ``[L]`` or ``[b, L]``. Returns ``q'·k'/√d`` ``[b, h, Lq, Lk]``, before any mask.
+    Refuses ``window < 1`` and what :func:`pecourse.positions.rope.apply_rope` refuses.
+    """
+    return _merged_scores(
+        q, k, q_positions, k_positions, "rerope", window, None, None, base, pairing, inv_freq
+    )
+
+
+def leaky_rerope_scores(
+    q: Tensor,
+    k: Tensor,
+    q_positions: Tensor,
+    k_positions: Tensor,
+    *,
+    window: int,
+    ratio: float,
+    base: float = 10000.0,
+    pairing: str = "half",
+    inv_freq: Tensor | None = None,
+) -> Tensor:
+    r"""Leaky ReRoPE logits (Su 2023): beyond ``window`` offsets grow with slope
+    ``1/ratio``, ``Δ' = w + (Δ - w)/ratio`` — fractional positions, which is why the angle
+    table takes float positions internally.
+
+    Shapes as :func:`rerope_scores`. Refuses ``ratio < 1`` (that would *stretch* far
+    offsets) and ``window < 1``.
+    """
+    return _merged_scores(
+        q, k, q_positions, k_positions, "leaky_rerope", window, ratio, None, base, pairing, inv_freq
+    )
+
+
+def self_extend_scores(
+    q: Tensor,
+    k: Tensor,
+    q_positions: Tensor,
+    k_positions: Tensor,
+    *,
+    window: int,
+    group_size: int,
+    base: float = 10000.0,
+    pairing: str = "half",
+    inv_freq: Tensor | None = None,
+) -> Tensor:
+    r"""Self-Extend logits (Jin et al. 2024, arXiv:2401.01325, §3 and its Algorithm 1).
+
+    Neighbour attention (exact RoPE) for ``Δ < window``; grouped attention beyond, with key
+    position ``⌊n/G⌋`` and query position ``⌊m/G⌋ + window - ⌊window/G⌋``. The largest
+    offset over ``L`` tokens becomes about ``L/G + window``, so a model trained on ``L₀``
+    reads up to ``G·(L₀ - window) + window`` tokens. Shapes as :func:`rerope_scores`.
+    Refuses ``group_size < 1`` and ``window < 1``.
+    """
+    return _merged_scores(
+        q,
+        k,
+        q_positions,
+        k_positions,
+        "self_extend",
+        window,
+        None,
+        group_size,
+        base,
+        pairing,
+        inv_freq,
+    )
+
+
+class _RemappedRoPE(PositionScheme):
+    """Shared body of the three schemes: identity ``rotate``, merged logits as a bias."""
+
+    places = ("qk", "scores")
+    method = ""
+
+    def __init__(self, window, *, ratio=None, group_size=None, base=10000.0, pairing="half"):
+        super().__init__()
+        self.window, self.ratio, self.group_size = _check_method_args(
+            self.method, window, ratio, group_size
+        )
+        self.base = check_float("base", base, minimum=1.0, strict_minimum=True)
+        self.pairing = check_choice("pairing", pairing, PAIRINGS)
+
+    def score_bias(self, q: Tensor, k: Tensor, q_positions: Tensor, k_positions: Tensor) -> Tensor:
+        # attention() adds this to q·kᵀ/√d of the *unrotated* q, k (rotate is the identity),
+        # so subtracting that term leaves exactly the merged logits.
+        merged = _merged_scores(
+            q,
+            k,
+            q_positions,
+            k_positions,
+            self.method,
+            self.window,
+            self.ratio,
+            self.group_size,
+            self.base,
+            self.pairing,
+            None,
+        )
+        plain = (q @ k.transpose(-1, -2)).to(merged.dtype) / math.sqrt(q.shape[-1])
+        return merged - plain
+
+    def extra_repr(self) -> str:
+        extra = f", ratio={self.ratio}" if self.method == "leaky_rerope" else ""
+        extra += f", group_size={self.group_size}" if self.method == "self_extend" else ""
+        return f"window={self.window}{extra}, base={self.base}, pairing={self.pairing!r}"
+
+
+class ReRoPE(_RemappedRoPE):
+    """ReRoPE as a scheme: ``ReRoPE(window, base=10000.0, pairing="half")``; see
+    :func:`rerope_scores`."""
+
+    method = "rerope"
+
+    def __init__(self, window: int, *, base: float = 10000.0, pairing: str = "half"):
+        super().__init__(window, base=base, pairing=pairing)
+
+
+class LeakyReRoPE(_RemappedRoPE):
+    """Leaky ReRoPE as a scheme: ``LeakyReRoPE(window, ratio, base=10000.0, pairing="half")``;
+    see :func:`leaky_rerope_scores`."""
+
+    method = "leaky_rerope"
+
+    def __init__(self, window: int, ratio: float, *, base: float = 10000.0, pairing: str = "half"):
+        super().__init__(window, ratio=ratio, base=base, pairing=pairing)
+
+
+class SelfExtend(_RemappedRoPE):
+    """Self-Extend as a scheme (arXiv:2401.01325): ``SelfExtend(window, group_size,
+    base=10000.0, pairing="half")``; see :func:`self_extend_scores`."""
+
+    method = "self_extend"
+
+    def __init__(
+        self, window: int, group_size: int, *, base: float = 10000.0, pairing: str = "half"
+    ):
+        super().__init__(window, group_size=group_size, base=base, pairing=pairing)
