@@ -19,45 +19,12 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
-# The sixteen syllabus concepts, numbered as the syllabus; file names are ``NN_slug.json``
-# and match the notebooks' names.
-CONCEPTS: dict[int, str] = {
-    1: "learned_absolute_positions",
-    2: "why_attention_needs_positions",
-    3: "alibi",
-    4: "effective_vs_nominal_context",
-    5: "multidimensional_rope",
-    6: "positional_encodings",
-    7: "relative_position_representations",
-    8: "rope",
-    9: "sinusoidal_positional_encodings",
-    10: "contextual_position_encoding",
-    11: "interleaving_rope_and_nope",
-    12: "length_extrapolation",
-    13: "position_augmented_training",
-    14: "context_window_extension",
-    15: "nope",
-    16: "rope_base_frequency",
-}
+from pecourse import course as _course
 
-TITLES: dict[int, str] = {
-    1: "Learned Absolute Positions",
-    2: "Why Attention Needs Positions",
-    3: "ALiBi: Attention with Linear Biases",
-    4: "Effective vs Nominal Context Length",
-    5: "Multidimensional RoPE for Images and Video",
-    6: "Positional Encodings",
-    7: "Relative Position Representations",
-    8: "Rotary Position Embeddings (RoPE)",
-    9: "Sinusoidal Positional Encodings",
-    10: "Contextual Position Encoding",
-    11: "Interleaving RoPE and NoPE Layers",
-    12: "Length Extrapolation",
-    13: "Position-Augmented Training",
-    14: "RoPE Scaling: NTK-aware and YaRN",
-    15: "The NoPE Result",
-    16: "The RoPE Base Frequency",
-}
+# The sixteen syllabus concepts, from the course map (the single source of slugs): file
+# names are ``NN_slug.json``, the same names as the notebooks.
+CONCEPTS: dict[int, str] = {c.number: c.slug.split("_", 1)[1] for c in _course.CONCEPTS}
+TITLES: dict[int, str] = {c.number: c.title for c in _course.CONCEPTS}
 
 DECK_SIZE = 157
 REQUIRED_FIELDS = ("id", "concept", "front", "back", "topic")
