@@ -28,7 +28,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from .._validate import check_even, check_float, check_int, check_positions, check_tensor
+from .._validate import check_float, check_int, check_positions, check_tensor
 from ..attention import PositionScheme
 
 __all__ = [
@@ -41,6 +41,15 @@ __all__ = [
 ]
 
 
+def _check_dim(name: str, value) -> int:
+    value = check_int(name, value, minimum=2)
+    if value % 2:
+        raise ValueError(
+            f"{name} must be even (one sine and one cosine column per frequency), got {value}"
+        )
+    return value
+
+
 def sinusoidal_frequencies(dim: int, base: float = 10000.0) -> Tensor:
     r"""The ``dim // 2`` angular frequencies ``ω_i = base^{-2i/dim}`` (float64).
 
@@ -48,7 +57,7 @@ def sinusoidal_frequencies(dim: int, base: float = 10000.0) -> Tensor:
     geometric progression from ``2π`` to ``2π·base``. Refuses an odd or non-positive
     ``dim`` and a ``base`` ≤ 1 (a base of 1 makes every frequency equal to 1).
     """
-    dim = check_even("dim", dim)
+    dim = _check_dim("dim", dim)
     base = check_float("base", base, minimum=1.0, strict_minimum=True)
     two_i = torch.arange(0, dim, 2, dtype=torch.float64)  # 2i = 0, 2, ..., d-2
     return base ** (-two_i / dim)  # ω_i = base^(-2i/d)
@@ -155,7 +164,8 @@ class LearnedAbsolute(PositionScheme):
         """``hidden`` ``[batch, seq, d_model]`` + rows ``P[positions]`` (``[seq]`` or ``[batch, seq]``)."""
         positions = check_positions("positions", positions, limit=self.max_positions)
         _check_hidden_positions(hidden, positions, self.d_model)
-        return hidden + self.table(positions).to(hidden.dtype)  # h_t + P[t]
+        rows = self.table(positions.to(self.table.weight.device))  # P[t]
+        return hidden + rows.to(device=hidden.device, dtype=hidden.dtype)  # h_t + P[t]
 
     def extra_repr(self) -> str:
         return f"max_positions={self.max_positions}, d_model={self.d_model}, places={self.places}"
@@ -175,7 +185,7 @@ class Sinusoidal(PositionScheme):
 
     def __init__(self, d_model: int, base: float = 10000.0):
         super().__init__()
-        self.d_model = check_even("d_model", d_model)
+        self.d_model = _check_dim("d_model", d_model)
         self.base = check_float("base", base, minimum=1.0, strict_minimum=True)
 
     def embed(self, hidden: Tensor, positions: Tensor) -> Tensor:
@@ -183,7 +193,7 @@ class Sinusoidal(PositionScheme):
         positions = check_positions("positions", positions)
         _check_hidden_positions(hidden, positions, self.d_model)
         pe = sinusoidal_encoding(positions, self.d_model, self.base, dtype=torch.float32)
-        return hidden + pe.to(hidden.dtype)  # h_t + PE(t)
+        return hidden + pe.to(device=hidden.device, dtype=hidden.dtype)  # h_t + PE(t)
 
     def extra_repr(self) -> str:
         return f"d_model={self.d_model}, base={self.base}, places={self.places}"

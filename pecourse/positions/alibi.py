@@ -40,13 +40,14 @@ def _geometric_exponents(n: int) -> Tensor:
 
 
 def slopes(num_heads: int) -> Tensor:
-    r"""The ALiBi head slopes ``m_h``: a float32 tensor ``[num_heads]``, largest first.
+    r"""The ALiBi head slopes ``m_h``: a float32 tensor ``[num_heads]``, in head order.
 
     Press et al. 2022 (arXiv:2108.12409), section 3: for ``n`` a power of two the slopes are
     the geometric sequence starting at ``2^{-8/n}`` with that same ratio,
     ``m_k = 2^{-8k/n}`` (8 heads: 1/2, 1/4, ..., 1/256). For other head counts the paper's
     rule: take the slopes of the closest power of two below ``n``, then fill up with every
-    other slope (the 1st, 3rd, 5th, ...) of the next power of two. These are the slopes of
+    other slope (the 1st, 3rd, 5th, ...) of the next power of two (so 6 heads get
+    1/4, 1/16, 1/64, 1/256, 1/2, 1/8: not sorted). These are the slopes of
     the paper's reference code and of BLOOM (transformers' ``build_alibi_tensor``) for every
     head count: each is the exact ``2^{-8k/n}`` rounded once to float32, which agrees with
     BLOOM's float32 arithmetic to a few ulps (relative difference below 3e-6).

@@ -5,7 +5,7 @@ import torch
 from transformers.models.bloom.modeling_bloom import build_alibi_tensor
 from transformers.models.mpt.modeling_mpt import build_mpt_alibi_tensor
 
-from pecourse.attention import attention, causal_mask
+from pecourse.attention import MultiHeadAttention, attention, causal_mask
 from pecourse.positions.alibi import ALiBi, alibi_bias, alibi_bias_from_positions, slopes
 
 
@@ -183,3 +183,14 @@ def test_scheme_refuses_wrong_head_count():
     q = torch.randn(1, 3, 4, 8)
     with pytest.raises(ValueError, match="num_heads=4"):
         ALiBi(4).score_bias(q, q, torch.arange(4), torch.arange(4))
+
+
+def test_scheme_with_grouped_query_attention_and_module():
+    torch.manual_seed(0)
+    q = torch.randn(1, 4, 5, 8)
+    k, v = torch.randn(1, 2, 5, 8), torch.randn(1, 2, 5, 8)
+    out = attention(q, k, v, ALiBi(4))
+    want = attention(q, k.repeat_interleave(2, 1), v.repeat_interleave(2, 1), ALiBi(4))
+    torch.testing.assert_close(out, want)
+    mha = MultiHeadAttention(16, 4, ALiBi(4), num_kv_heads=2)
+    assert mha(torch.randn(2, 6, 16)).shape == (2, 6, 16)
