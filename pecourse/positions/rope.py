@@ -375,13 +375,19 @@ class RoPE(PositionScheme):
             check_positions("k_positions", k_positions)
             seq_len = 1 + max(int(p.max()) if p.numel() else -1 for p in (q_positions, k_positions))
             self.inv_freq, self.attention_factor = self.frequencies(max(seq_len, 1))
-        common = dict(
-            inv_freq=self.inv_freq,
-            pairing=self.pairing,
-            attention_factor=self.attention_factor,
-            rotary_dim=self.rotary_dim,
-        )
-        return apply_rope(q, q_positions, **common), apply_rope(k, k_positions, **common)
+        q_positions, rotary_dim = _check_rope_args(q, q_positions, self.pairing, self.rotary_dim)
+        k_positions, _ = _check_rope_args(k, k_positions, self.pairing, self.rotary_dim)
+        # Self-attention rotates q and k at the same positions: build the table once.
+        tables = []
+        for x, pos in ((q, q_positions), (k, k_positions)):
+            dtype = _compute_dtype(x)
+            same = tables and tables[0][0].dtype == dtype and pos.shape == q_positions.shape
+            if same and torch.equal(pos, q_positions):
+                tables.append(tables[0])
+            else:
+                tables.append(_angle_cos_sin(pos, self.inv_freq, self.attention_factor, dtype))
+        q = _apply_with_tables(q, *tables[0], self.pairing, rotary_dim)
+        return q, _apply_with_tables(k, *tables[1], self.pairing, rotary_dim)
 
     def extra_repr(self) -> str:
         extra = "".join(f", {k}={v!r}" for k, v in self.scaling_kwargs.items())

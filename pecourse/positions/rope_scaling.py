@@ -79,7 +79,7 @@ def default(head_dim: int, base: float = 10000.0) -> tuple[Tensor, float]:
 
 
 def linear(head_dim: int, base: float = 10000.0, *, factor: float) -> tuple[Tensor, float]:
-    r"""Position Interpolation (Chen et al. 2023, arXiv:2306.15595, eq. 4): ``θ_i' = θ_i / s``.
+    r"""Position Interpolation (Chen et al. 2023, arXiv:2306.15595, §2.3): ``θ_i' = θ_i / s``.
 
     Dividing every frequency by ``s`` is the same as feeding positions ``m / s``: the
     ``sL`` new positions are squeezed into the trained range ``[0, L)``.
@@ -90,7 +90,7 @@ def linear(head_dim: int, base: float = 10000.0, *, factor: float) -> tuple[Tens
 
 
 def ntk(head_dim: int, base: float = 10000.0, *, factor: float) -> tuple[Tensor, float]:
-    r"""NTK-aware scaling (bloc97, 2023; YaRN paper arXiv:2309.00071, eq. 16).
+    r"""NTK-aware scaling (bloc97, 2023; YaRN paper arXiv:2309.00071, §3.1).
 
     Changes the base, ``b' = b · s^{d/(d-2)}``, so that ``θ_i' = θ_i · s^{-2i/(d-2)}``: the
     highest frequency (``i = 0``) is unchanged and the lowest (``i = d/2 - 1``) is divided by
@@ -113,7 +113,7 @@ def ntk_by_parts(
     alpha: float = 1.0,
     beta: float = 32.0,
 ) -> tuple[Tensor, float]:
-    r"""NTK-by-parts interpolation (bloc97; YaRN paper arXiv:2309.00071, eq. 17-18).
+    r"""NTK-by-parts interpolation (bloc97; YaRN paper arXiv:2309.00071, §3.2).
 
     For each pair, ``r_i = L / λ_i`` counts how many full turns it makes over the original
     context ``L`` (``λ_i = 2π/θ_i``). Pairs that turn often (``r > β``) are left alone,
@@ -134,12 +134,12 @@ def ntk_by_parts(
         raise ValueError(f"alpha must be < beta, got alpha={alpha}, beta={beta}")
     theta = _inv_freq(head_dim, base)
     r = original * theta / (2 * math.pi)  # r = L/λ, λ = 2π/θ
-    gamma = ((r - alpha) / (beta - alpha)).clamp(0.0, 1.0)  # γ(r), eq. 17
-    return (1 - gamma) * theta / factor + gamma * theta, 1.0  # eq. 18
+    gamma = ((r - alpha) / (beta - alpha)).clamp(0.0, 1.0)  # γ(r) = (r - α)/(β - α), clamped
+    return (1 - gamma) * theta / factor + gamma * theta, 1.0  # θ' = (1-γ)θ/s + γθ
 
 
 def yarn_mscale(factor: float, mscale: float = 1.0) -> float:
-    r"""YaRN's temperature ``√(1/t) = 0.1·m·ln s + 1`` (arXiv:2309.00071, eq. 22), 1 for s ≤ 1."""
+    r"""YaRN's temperature ``√(1/t) = 0.1·m·ln s + 1`` (arXiv:2309.00071, §3.4), 1 for s ≤ 1."""
     return 1.0 if factor <= 1 else 0.1 * mscale * math.log(factor) + 1.0
 
 
@@ -167,7 +167,7 @@ def yarn(
     Frequencies: pairs faster than ``beta_fast`` turns over ``L`` keep ``θ_i``, pairs slower
     than ``beta_slow`` turns get ``θ_i/s``, and a ramp *linear in the pair index* between the
     two boundary indices (floored/ceiled when ``truncate``) blends them — as in the YaRN code
-    and transformers. Attention factor, unless given: ``0.1·ln s + 1`` (eq. 22); with both
+    and transformers. Attention factor, unless given: ``√(1/t) = 0.1·ln s + 1``; with both
     ``mscale`` and ``mscale_all_dim`` set (DeepSeek-V2/V3) it is
     ``yarn_mscale(s, mscale) / yarn_mscale(s, mscale_all_dim)``.
     Refuses ``beta_fast <= beta_slow``.

@@ -275,6 +275,25 @@ def test_permutation_maps_interleaved_onto_half(d, seq, seed):
     assert torch.equal(x[..., p][..., back], x)
 
 
+@pytest.mark.parametrize("pairing", ["half", "interleaved"])
+def test_gradients_are_the_transposed_rotation(pairing):
+    x = _randn(1, 2, 4, 6, dtype=torch.float64, seed=9).requires_grad_()
+    pos = torch.tensor([0, 3, 70, 5000])
+    assert torch.autograd.gradcheck(
+        lambda t: apply_rope(t, pos, pairing=pairing, rotary_dim=4), (x,)
+    )
+
+
+def test_rope_module_handles_different_query_and_key_positions():
+    rope = RoPE(8)
+    q, k = torch.randn(1, 2, 3, 8), torch.randn(1, 2, 5, 8, dtype=torch.float64)
+    qp, kp = torch.arange(2, 5), torch.arange(5)
+    qr, kr = rope.rotate(q, k, qp, kp)
+    torch.testing.assert_close(qr, apply_rope(q, qp))
+    torch.testing.assert_close(kr, apply_rope(k, kp))
+    assert kr.dtype == torch.float64
+
+
 # --- the module --------------------------------------------------------------------------
 
 
