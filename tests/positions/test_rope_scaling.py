@@ -358,3 +358,63 @@ def test_refuses_non_integer_original_length():
 def test_refuses_dynamic_without_positive_seq_len():
     with pytest.raises(ValueError, match="seq_len"):
         dynamic(32, factor=2.0, original_max_position=512, seq_len=0)
+
+
+_SHORT = [1.0 + i / 50 for i in range(8)]
+_LONG = [1.5 + i / 4 for i in range(8)]
+
+
+@pytest.mark.parametrize(
+    "rope_type, theirs_params, max_pos, ours_kwargs",
+    [
+        ("linear", {"factor": 4.0}, 64, {"factor": 4.0}),
+        (
+            "yarn",
+            {"factor": 4.0, "original_max_position_embeddings": 64},
+            256,
+            {"factor": 4.0, "original_max_position": 64},
+        ),
+        (
+            "llama3",
+            {
+                "factor": 8.0,
+                "low_freq_factor": 1.0,
+                "high_freq_factor": 4.0,
+                "original_max_position_embeddings": 64,
+            },
+            512,
+            {"factor": 8.0, "original_max_position": 64},
+        ),
+        (
+            "longrope",
+            {"short_factor": _SHORT, "long_factor": _LONG, "original_max_position_embeddings": 64},
+            256,
+            {
+                "short_factor": _SHORT,
+                "long_factor": _LONG,
+                "original_max_position": 64,
+                "max_position": 256,
+            },
+        ),
+    ],
+)
+def test_rope_module_cos_sin_match_transformers_rotary_embedding(
+    rope_type, theirs_params, max_pos, ours_kwargs
+):
+    """End to end: transformers' LlamaRotaryEmbedding (frequencies, attention scaling, and
+    longrope's switch to the long factors) against the RoPE scheme, call after call."""
+    from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
+
+    from pecourse.positions.rope import RoPE, rope_cos_sin
+
+    cfg = _config({"rope_type": rope_type, "rope_theta": 100.0, **theirs_params}, max_pos, 16)
+    theirs = LlamaRotaryEmbedding(cfg)
+    ours = RoPE(16, base=100.0, scaling=rope_type, **ours_kwargs)
+    x = torch.randn(1, 1, 200, 16)
+    for n in (32, 200):  # inside the original context, then past it
+        pos = torch.arange(n)
+        cos_t, sin_t = theirs(x[:, :, :n], pos[None])
+        ours.rotate(x[:, :, :n], x[:, :, :n], pos, pos)
+        cos_o, sin_o = rope_cos_sin(pos, ours.inv_freq, ours.attention_factor)
+        torch.testing.assert_close(cos_o, cos_t[0, :, :8], rtol=1e-4, atol=1e-4)
+        torch.testing.assert_close(sin_o, sin_t[0, :, :8], rtol=1e-4, atol=1e-4)
