@@ -27,11 +27,31 @@ import importlib
 
 # Public names re-exported here, resolved lazily from their family module.
 _EXPORTS = {
+    # the input
     "sinusoidal_table": "absolute",
+    "sinusoidal_encoding": "absolute",
+    "sinusoidal_shift_matrix": "absolute",
+    "LearnedAbsolute": "absolute",
+    "Sinusoidal": "absolute",
+    # the scores (and Shaw's values)
+    "shaw_relative_ids": "relative",
+    "ShawRelative": "relative",
+    "t5_bucket": "relative",
+    "t5_bias": "relative",
+    "T5RelativeBias": "relative",
+    "alibi_slopes": ("alibi", "slopes"),
+    "alibi_bias": "alibi",
+    "ALiBi": "alibi",
+    # position ids for training
+    "randomized_positions": "augmentation",
+    "pose_position_ids": "augmentation",
 }
 
 
 def __getattr__(name):
     if name in _EXPORTS:
-        return getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
+        module, attr = (
+            _EXPORTS[name] if isinstance(_EXPORTS[name], tuple) else (_EXPORTS[name], name)
+        )
+        return getattr(importlib.import_module(f".{module}", __name__), attr)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
