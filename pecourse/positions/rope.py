@@ -311,6 +311,16 @@ def permute_qk_weight(weight: Tensor, num_heads: int, *, to: str = "half") -> Te
     return per_head[:, perm].reshape(weight.shape)
 
 
+def _check_head_dim(scheme, q: Tensor, k: Tensor) -> None:
+    """A scheme built for ``head_dim`` refuses q/k of another size (no silent partial rotary)."""
+    for name, t in (("q", q), ("k", k)):
+        if t.ndim != 4 or t.shape[-1] != scheme.head_dim:
+            raise ValueError(
+                f"{type(scheme).__name__} was built for head_dim={scheme.head_dim}; {name} must be "
+                f"[batch, heads, seq, {scheme.head_dim}], got {tuple(t.shape)}"
+            )
+
+
 class RoPE(PositionScheme):
     """RoPE as a positional scheme: rotates queries and keys in the ``rotate`` hook.
 
@@ -322,6 +332,8 @@ class RoPE(PositionScheme):
     ``"dynamic"`` and ``"longrope"`` depend on the sequence length: they are recomputed on
     every call from ``seq_len = max(position) + 1``, so the frequencies grow past the
     original length and return to the original ones below it — there is no stale cache.
+    (transformers' dynamic RoPE differs in one regime: after a long input it keeps the
+    stretched frequencies for any later length that is still above the original one.)
     :attr:`inv_freq` and :attr:`attention_factor` hold the values the last call used.
     Refuses an unknown scaling name or parameters that scaling does not accept.
     """
@@ -370,6 +382,7 @@ class RoPE(PositionScheme):
     def rotate(
         self, q: Tensor, k: Tensor, q_positions: Tensor, k_positions: Tensor
     ) -> tuple[Tensor, Tensor]:
+        _check_head_dim(self, q, k)
         if self.scaling in self._SEQ_DEPENDENT:
             check_positions("q_positions", q_positions)
             check_positions("k_positions", k_positions)

@@ -36,6 +36,7 @@ from .rope import (
     PAIRINGS,
     _angle_cos_sin,
     _apply_with_tables,
+    _check_head_dim,
     _check_inv_freq,
     _check_rope_args,
     _compute_dtype,
@@ -177,6 +178,7 @@ class XPos(PositionScheme):
     def rotate(
         self, q: Tensor, k: Tensor, q_positions: Tensor, k_positions: Tensor
     ) -> tuple[Tensor, Tensor]:
+        _check_head_dim(self, q, k)
         return apply_xpos(
             q,
             k,

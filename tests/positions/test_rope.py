@@ -430,6 +430,12 @@ def test_refuses_inv_freq_of_wrong_length():
         apply_rope(torch.randn(1, 1, 3, 8), torch.arange(3), inv_freq=inv_freq(16))
 
 
+def test_module_refuses_a_different_head_dim():
+    x = torch.randn(1, 1, 3, 16)
+    with pytest.raises(ValueError, match="head_dim"):
+        RoPE(8).rotate(x, x, torch.arange(3), torch.arange(3))
+
+
 def test_refuses_unknown_scaling_name():
     with pytest.raises(ValueError, match="scaling"):
         RoPE(8, scaling="ntk-aware")
