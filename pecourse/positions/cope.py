@@ -17,19 +17,20 @@ position embedding is interpolated between the two neighbouring integer rows of 
 
 .. math::
     e[p] = (p - \lfloor p \rfloor)\, e[\lceil p \rceil]
-         + (1 - p + \lfloor p \rfloor)\, e[\lfloor p \rfloor] \qquad (\text{eq. 5}),
+         + (1 - p + \lfloor p \rfloor)\, e[\lfloor p \rfloor] \qquad (\text{the interpolation}),
 
-and the attention logit gains ``q_i^\top e[p_ij]`` (eq. 6). Positions are clamped to a maximum
-``p_max`` (the table has ``p_max + 1`` rows), which the paper shows is enough because a
-counted quantity rarely needs to be large.
+and the attention logit gains ``q_i^\top e[p_ij]``: ``a_ij = softmax_j(q_i^\top (k_j + e[p_ij]))``.
+Positions are clamped to a maximum ``p_max`` (the table has ``p_max + 1`` rows; every
+position past ``p_max`` shares the last row), and the paper's ``p_max`` is small: what is
+counted (sentences, paragraphs) rarely needs large numbers.
 
 The paper's efficient form, which :func:`cope_bias` follows: ``q_i^\top e[p]`` is linear in
 ``e``, so first compute ``q_i^\top e[n]`` for the ``p_max + 1`` *integer* positions (one small
 matrix product), then gather and interpolate those *logits* — never materialise a vector
 ``e[p_ij]`` for every pair.
 
-CoPE is defined for causal attention only: ``p_ij`` sums over keys between ``j`` and ``i``, and
-the paper never gives it a meaning for keys after the query.
+This module, like the paper's decoder experiments, is for causal attention only: ``p_ij``
+sums the gates of the keys *between* ``j`` and ``i``, which presumes ``j <= i``.
 """
 
 from __future__ import annotations
@@ -109,7 +110,7 @@ def cope_bias(
     *,
     scale: float | None = None,
 ) -> Tensor:
-    r"""CoPE's additive logit ``q_i·e[p_ij]`` (arXiv:2405.18719, eqs. 3–6), computed efficiently.
+    r"""CoPE's additive logit ``q_i·e[p_ij]`` (arXiv:2405.18719, eqs. 3–4 + interpolation).
 
     ``q`` ``[batch, heads, Lq, d]``, ``k`` ``[batch, heads, Lk, d]`` (``Lq <= Lk``, queries at
     the end of the keys), ``embeddings`` ``[p_max + 1, d]`` shared by every head (as in the
@@ -118,7 +119,7 @@ def cope_bias(
 
     Efficient form: ``z[n] = q_i·e[n]`` for integer ``n`` (one ``[Lq, d] x [d, p_max+1]``
     product), then ``z[p] = (p-⌊p⌋) z[⌈p⌉] + (1-p+⌊p⌋) z[⌊p⌋]`` — equal to ``q_i·e[p]`` by
-    linearity of eq. 5. ``scale`` is passed to :func:`cope_gates`. Refuses a table with fewer
+    linearity of the interpolation. ``scale`` is passed to :func:`cope_gates`. Refuses a table with fewer
     than 2 rows, a head_dim or head count that does not match ``q``, and ``Lq > Lk``.
     """
     _check_qk(q, k)
@@ -153,7 +154,7 @@ def cope_bias(
     hi = positions.ceil().long()
     z_lo = logits_int.gather(-1, lo)
     z_hi = logits_int.gather(-1, hi)
-    # Eq. 5 applied to the logits: z[p] = (p-⌊p⌋) z[⌈p⌉] + (1-p+⌊p⌋) z[⌊p⌋].
+    # The interpolation, applied to the logits: z[p] = (p-⌊p⌋) z[⌈p⌉] + (1-p+⌊p⌋) z[⌊p⌋].
     bias = weight * z_hi + (1.0 - weight) * z_lo
     visible = causal_mask(lq, k.shape[2], device=q.device)
     return (bias * visible).to(q.dtype)

@@ -1,4 +1,4 @@
-"""CoPE (arXiv:2405.18719) against a literal loop over eqs. 3-6."""
+"""CoPE (arXiv:2405.18719) against a literal loop: gates (eq. 3), positions (eq. 4), interpolated e[p]."""
 
 import math
 
@@ -10,7 +10,7 @@ from pecourse.positions.cope import CoPE, cope_bias, cope_gates, cope_positions
 
 
 def _naive_cope_bias(q, k, emb, scale):
-    """Eqs. 3-6 one pair at a time: interpolate the *vector* e[p], then dot with q_i."""
+    """CoPE one pair at a time: interpolate the *vector* e[p], then dot with q_i."""
     b, h, lq, d = q.shape
     lk = k.shape[2]
     p_max = emb.shape[-2] - 1
