@@ -14,8 +14,8 @@ from __future__ import annotations
 import importlib
 
 _EXPORTS = {
-    "quiz": "quiz",
-    "Quiz": "quiz",
+    "quiz": "widget",
+    "Quiz": "widget",
     "CONCEPTS": "deck",
     "TITLES": "deck",
     "DECK_SIZE": "deck",

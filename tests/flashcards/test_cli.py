@@ -1,0 +1,79 @@
+"""``pecourse cards ...`` through pecourse.cli.main."""
+
+import io
+import json
+import zipfile
+
+from pecourse.cli import main
+from pecourse.flashcards.deck import load_deck
+from pecourse.flashcards.store import ProgressStore
+
+
+def test_stats_on_a_fresh_database(data_dir, capsys):
+    assert main(["cards", "stats"]) == 0
+    out = capsys.readouterr().out
+    assert str(data_dir / "flashcards.sqlite3") in out
+    assert "157" in out and "RoPE Scaling" in out
+    assert main(["cards", "stats", "--json"]) == 0
+    stats = json.loads(capsys.readouterr().out)
+    assert stats["total"]["new"] == 157 and stats["concepts"]["08_rope"]["cards"] == 12
+
+
+def test_review_in_the_terminal(data_dir, capsys, monkeypatch):
+    monkeypatch.setattr("sys.stdin", io.StringIO("\n3\n\nx\n1\nq\n"))
+    assert main(["cards", "review", "--concept", "3"]) == 0
+    out = capsys.readouterr().out
+    alibi = load_deck(3)
+    assert alibi[0].front in out and alibi[0].back in out and alibi[1].front in out
+    assert "Please type 1, 2, 3, 4 or q." in out and "Reviewed 2 cards." in out
+    ratings = [(r["card_id"], r["rating"]) for r in ProgressStore().reviews()]
+    assert ratings == [(alibi[0].id, 3), (alibi[1].id, 1)]
+
+
+def test_review_stops_at_end_of_input(data_dir, capsys, monkeypatch):
+    monkeypatch.setattr("sys.stdin", io.StringIO("\n"))
+    assert main(["cards", "review"]) == 0
+    assert "Reviewed 0 cards." in capsys.readouterr().out
+
+
+def test_export_and_reset(data_dir, tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr("sys.stdin", io.StringIO("\n4\nq\n"))
+    main(["cards", "review", "--concept", "8"])
+    anki, deck, progress = tmp_path / "d.apkg", tmp_path / "d.json", tmp_path / "p.json"
+    assert (
+        main(
+            [
+                "cards",
+                "export",
+                "--anki",
+                str(anki),
+                "--json",
+                str(deck),
+                "--progress",
+                str(progress),
+            ]
+        )
+        == 0
+    )
+    assert zipfile.is_zipfile(anki)
+    assert len(json.loads(deck.read_text())) == 157
+    assert len(json.loads(progress.read_text())["reviews"]) == 1
+    assert main(["cards", "export"]) == 2
+    assert main(["cards", "reset"]) == 1
+    assert "--yes" in capsys.readouterr().err
+    assert len(ProgressStore().reviews()) == 1
+    assert main(["cards", "reset", "--yes"]) == 0
+    assert ProgressStore().reviews() == []
+
+
+def test_bad_concept_is_refused(data_dir, capsys):
+    try:
+        main(["cards", "review", "--concept", "17"])
+    except SystemExit as exc:
+        assert exc.code == 2
+    assert "1-16" in capsys.readouterr().err
+
+
+def test_cards_without_action_prints_help(capsys):
+    assert main(["cards"]) == 0
+    assert "review" in capsys.readouterr().out
