@@ -276,6 +276,17 @@ def test_refuses_causal_only_scheme_without_mask():
     attention(q, k, v, CausalOnly(), causal=True)  # fine with the mask
 
 
+@pytest.mark.parametrize("name", ["xpos", "cope"])
+def test_refuses_real_causal_only_schemes_without_mask(name):
+    from pecourse.positions.cope import CoPE
+    from pecourse.positions.xpos import XPos
+
+    scheme = XPos(8) if name == "xpos" else CoPE(8, max_position=4)
+    q, k, v = _qkv()
+    with pytest.raises(ValueError, match=rf"{type(scheme).__name__} requires causal=True"):
+        attention(q, k, v, scheme, causal=False)
+
+
 def test_multihead_refuses_indivisible_d_model():
     with pytest.raises(ValueError, match="num_heads"):
         MultiHeadAttention(10, 4)
