@@ -153,8 +153,9 @@ def attention(
     scheme = scheme if scheme is not None else NoPE()
     if scheme.requires_causal and not causal:
         raise ValueError(
-            f"{type(scheme).__name__} is only defined with causal=True (its decay grows "
-            "without bound for keys after the query)"
+            f"{type(scheme).__name__} requires causal=True, got causal=False: it is only "
+            "defined for keys at or before the query (xPos's scale grows without bound "
+            "after it; CoPE counts the keys between key and query)"
         )
     offset = lk - lq if causal else 0
     if q_positions is None:
