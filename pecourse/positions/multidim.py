@@ -6,7 +6,7 @@ row, column). RoPE's key property — ``⟨R_m q, R_n k⟩`` depends only on ``n
 own, independent set of rotation planes:
 
 * **Axial RoPE** (Heo et al. 2024, "Rotary Position Embedding for Vision Transformer",
-  arXiv:2403.13298, eq. 9 "RoPE-Axial"; the layout of lucidrains' rotary-embedding-torch
+  arXiv:2403.13298, "RoPE-Axial"; the layout of lucidrains' rotary-embedding-torch
   ``get_axial_freqs``): split the head dimension into ``n_axes`` contiguous chunks of
   ``d / n_axes``; chunk ``a`` is ordinary RoPE driven by coordinate ``a``. The score then
   depends on ``(Δrow, Δcol)`` — a 2D relative position. Chunk sizes must be even (pairs).
@@ -107,7 +107,7 @@ def _axis_dim(head_dim: int, n_axes: int) -> int:
 def axial_inv_freq(head_dim: int, n_axes: int, base: float = 10000.0) -> Tensor:
     r"""Per-axis RoPE frequencies ``θ_i = base^{-2i/D}`` with ``D = head_dim / n_axes``.
 
-    Every axis uses the same ``[D/2]`` float64 frequencies (arXiv:2403.13298, eq. 9;
+    Every axis uses the same ``[D/2]`` float64 frequencies (arXiv:2403.13298, RoPE-Axial;
     rotary-embedding-torch ``RotaryEmbedding(D, freqs_for="lang")``). Refuses a head_dim
     that does not split into ``n_axes`` even chunks and ``base <= 1``.
     """
@@ -157,7 +157,7 @@ def apply_axial_rope(
     base: float = 10000.0,
     pairing: str = "interleaved",
 ) -> Tensor:
-    r"""Axial RoPE: chunk ``a`` of the head rotated by coordinate ``a`` (arXiv:2403.13298, eq. 9).
+    r"""Axial RoPE: chunk ``a`` of the head rotated by coordinate ``a`` (arXiv:2403.13298, RoPE-Axial).
 
     ``x`` ``[batch, heads, seq, head_dim]``; ``coords`` ``[n_axes, seq]`` or
     ``[n_axes, batch, seq]`` — integers from :func:`grid_positions` or reals from
@@ -206,7 +206,7 @@ def apply_axial_rope(
 
 
 class AxialRoPE(PositionScheme):
-    r"""Axial 2D/3D RoPE as a scheme (arXiv:2403.13298, eq. 9): see :func:`apply_axial_rope`.
+    r"""Axial 2D/3D RoPE as a scheme (arXiv:2403.13298, RoPE-Axial): see :func:`apply_axial_rope`.
 
     ``AxialRoPE(head_dim, n_axes=2, base=10000.0, pairing="interleaved",
     freqs_for="lang", max_freq=10.0, grid=None)``. ``freqs_for="lang"`` uses
