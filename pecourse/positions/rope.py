@@ -49,6 +49,8 @@ __all__ = [
     "rope_cos_sin",
     "apply_rope",
     "apply_rope_complex",
+    "rotation_matrix",
+    "rope_decay_bound",
     "pairing_permutation",
     "permute_qk_weight",
     "RoPE",
@@ -269,6 +271,46 @@ def apply_rope_complex(
     out = x.clone()
     out[..., :rotary_dim] = rotated.to(x.dtype)
     return out
+
+
+def rotation_matrix(
+    position: int, head_dim: int, *, base: float = 10000.0, pairing: str = "half"
+) -> Tensor:
+    r"""The explicit ``[head_dim, head_dim]`` float64 matrix ``R^d_{Θ,m}`` (arXiv:2104.09864,
+    eq. 15): a 2x2 rotation by ``m·θ_i`` in the plane of each pair, zero elsewhere.
+
+    For teaching and derivations (``R_mᵀ R_n = R_{n-m}``); :func:`apply_rope` never builds it.
+    ``apply_rope(x, m) == x @ R.T``. Refuses a negative ``position``, an odd ``head_dim``
+    and an unknown ``pairing``.
+    """
+    position = check_int("position", position, minimum=0)
+    head_dim = check_even("head_dim", head_dim)
+    check_choice("pairing", pairing, PAIRINGS)
+    angles = position * _default_inv_freq(head_dim, base)
+    c, s = torch.cos(angles), torch.sin(angles)
+    half = head_dim // 2
+    i = torch.arange(half)
+    a, b = (i, i + half) if pairing == "half" else (2 * i, 2 * i + 1)
+    r = torch.zeros(head_dim, head_dim, dtype=torch.float64)
+    r[a, a], r[a, b] = c, -s  # x1' = x1 cos - x2 sin
+    r[b, a], r[b, b] = s, c  # x2' = x1 sin + x2 cos
+    return r
+
+
+def rope_decay_bound(distances: Tensor, head_dim: int, base: float = 10000.0) -> Tensor:
+    r"""RoFormer's long-term decay bound (arXiv:2104.09864, §3.4.3).
+
+    With ``S_j = Σ_{k<j} e^{i·Δ·θ_k}``, the score of two vectors at offset ``Δ`` is bounded by
+    ``max|h| · Σ_j |S_j|``; the paper plots the relative bound
+    ``(1/(d/2)) Σ_{j=1}^{d/2} |S_j|``, which shrinks (with oscillations) as ``Δ`` grows. Takes
+    integer ``distances`` of any shape, returns float64 of the same shape. Refuses float or
+    negative distances.
+    """
+    distances = check_positions("distances", distances, ndim=(0, 1, 2))
+    theta = _default_inv_freq(head_dim, base)
+    phases = torch.polar(torch.ones(()).double(), distances.double()[..., None] * theta)
+    partial = torch.cumsum(phases, dim=-1)  # S_1 .. S_{d/2}
+    return partial.abs().mean(dim=-1)  # (1/(d/2)) Σ_j |S_j|
 
 
 def pairing_permutation(head_dim: int, *, to: str = "half") -> Tensor:

@@ -18,6 +18,8 @@ from pecourse.positions.rope import (
     pairing_permutation,
     permute_qk_weight,
     rope_cos_sin,
+    rope_decay_bound,
+    rotation_matrix,
 )
 
 # Derandomized and without an example database: the suite is deterministic and leaves no files.
@@ -147,6 +149,24 @@ def test_complex_form_equals_real_form(pairing):
     torch.testing.assert_close(apply_rope_complex(x, pos, **kw), apply_rope(x, pos, **kw))
     kw["rotary_dim"] = 8
     torch.testing.assert_close(apply_rope_complex(x, pos, **kw), apply_rope(x, pos, **kw))
+
+
+@pytest.mark.parametrize("pairing", ["half", "interleaved"])
+def test_rotation_matrix_is_apply_rope_and_composes_to_the_offset(pairing):
+    x = _randn(1, 1, 1, 8, dtype=torch.float64, seed=10)
+    r5, r12 = rotation_matrix(5, 8, pairing=pairing), rotation_matrix(12, 8, pairing=pairing)
+    torch.testing.assert_close(x @ r5.T, apply_rope(x, torch.tensor([5]), pairing=pairing))
+    torch.testing.assert_close(
+        r5.T @ r12, rotation_matrix(7, 8, pairing=pairing)
+    )  # R_mᵀR_n = R_{n-m}
+    torch.testing.assert_close(r5 @ r5.T, torch.eye(8, dtype=torch.float64))
+
+
+def test_decay_bound_starts_at_its_maximum_and_decays():
+    d = 128
+    bound = rope_decay_bound(torch.arange(0, 4096, 64), d)
+    assert bound[0].item() == pytest.approx((d // 2 + 1) / 2)  # S_j = j at Δ = 0
+    assert bound[1:].max() < bound[0] and bound[-8:].mean() < bound[1:9].mean() / 2
 
 
 # --- precision ---------------------------------------------------------------------------
