@@ -131,10 +131,19 @@ def _expand_kv(k: Tensor, heads: int) -> Tensor:
     return k.repeat_interleave(heads // k.shape[1], dim=1) if heads != k.shape[1] else k
 
 
-def _merged_scores(
+def _merged_scores(q, *args) -> Tensor:
+    """The merged logits in ``q.dtype`` (what the public functions return)."""
+    return _merged_logits(q, *args).to(q.dtype)
+
+
+def _merged_logits(
     q, k, q_positions, k_positions, method, window, ratio, group_size, base, pairing, inv_freq
 ) -> Tensor:
-    """Validate, then ``where(|Δ| < w, near, far)`` logits divided by √d."""
+    """Validate, then ``where(|Δ| < w, near, far)`` logits divided by √d.
+
+    Computed in float32 (float64 for float64 inputs); the public functions cast the result
+    to ``q.dtype``, the schemes keep it to form their bias without a second rounding.
+    """
     window, ratio, group_size = _check_method_args(method, window, ratio, group_size)
     check_choice("pairing", pairing, PAIRINGS)
     check_tensor("q", q, ndim=4, floating=True)
@@ -160,15 +169,13 @@ def _merged_scores(
         inv_freq = _inv_freq(d, base, device=q.device)
     _check_inv_freq(inv_freq, d)
     k = _expand_kv(k, h)
+    # bf16/fp16 inputs are rotated and multiplied in float32 (see DESIGN.md).
+    q, k = q.to(_compute_dtype(q)), k.to(_compute_dtype(q))
 
     def rotated_scores(q_pos: Tensor, k_pos: Tensor) -> Tensor:
         # RoPE at (possibly fractional) positions: angles in float64, as in apply_rope.
-        qr = _apply_with_tables(
-            q, *_angle_cos_sin(q_pos, inv_freq, 1.0, _compute_dtype(q)), pairing, d
-        )
-        kr = _apply_with_tables(
-            k, *_angle_cos_sin(k_pos, inv_freq, 1.0, _compute_dtype(k)), pairing, d
-        )
+        qr = _apply_with_tables(q, *_angle_cos_sin(q_pos, inv_freq, 1.0, q.dtype), pairing, d)
+        kr = _apply_with_tables(k, *_angle_cos_sin(k_pos, inv_freq, 1.0, k.dtype), pairing, d)
         return qr @ kr.transpose(-1, -2)
 
     delta = _offsets(q_positions, k_positions)
@@ -284,7 +291,7 @@ class _RemappedRoPE(PositionScheme):
     def score_bias(self, q: Tensor, k: Tensor, q_positions: Tensor, k_positions: Tensor) -> Tensor:
         # attention() adds this to q·kᵀ/√d of the *unrotated* q, k (rotate is the identity),
         # so subtracting that term leaves exactly the merged logits.
-        merged = _merged_scores(
+        merged = _merged_logits(
             q,
             k,
             q_positions,
@@ -297,8 +304,10 @@ class _RemappedRoPE(PositionScheme):
             self.pairing,
             None,
         )
-        plain = (q @ k.transpose(-1, -2)).to(merged.dtype) / math.sqrt(q.shape[-1])
-        return merged - plain
+        # In float32 for half inputs: attention() promotes its logits to the bias's dtype,
+        # so the merged logits come back with only the rounding of its own q·kᵀ.
+        plain = q.to(merged.dtype) @ k.to(merged.dtype).transpose(-1, -2)
+        return merged - plain / math.sqrt(q.shape[-1])
 
     def extra_repr(self) -> str:
         extra = f", ratio={self.ratio}" if self.method == "leaky_rerope" else ""

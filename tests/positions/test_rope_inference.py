@@ -141,6 +141,20 @@ def test_schemes_in_attention_equal_softmax_of_merged_scores(scheme, fn, kw):
     assert scheme.places == ("qk", "scores")
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_half_precision_inputs_in_attention(dtype):
+    torch.manual_seed(1)
+    q, k, v = (torch.randn(1, 2, 12, 8) for _ in range(3))
+    scheme = SelfExtend(3, 2)
+    ref = attention(q, k, v, scheme)
+    low = attention(q.to(dtype), k.to(dtype), v.to(dtype), scheme)
+    assert low.dtype == dtype
+    torch.testing.assert_close(low.float(), ref, rtol=0.05, atol=0.05)
+    p = torch.arange(12)
+    s = rerope_scores(q.to(dtype), k.to(dtype), p, p, window=3)
+    assert s.dtype == dtype
+
+
 def test_non_causal_mirrors_the_remap():
     q, k = _randn(1, 1, 8, 8, seed=11), _randn(1, 1, 8, 8, seed=12)
     p = torch.arange(8)
