@@ -164,12 +164,18 @@ def prose_words(notebook: dict) -> int:
     return words
 
 
+def _find(path: Path) -> Path | None:
+    """A notebook path as given, or relative to the repository or its ``notebooks/``."""
+    for candidate in (path, REPO_ROOT / path, REPO_ROOT / "notebooks" / path):
+        if candidate.exists():
+            return candidate
+    return None
+
+
 def reading_minutes(path: str | Path) -> int | None:
     """Reading time of a notebook's prose in whole minutes, or None if it does not exist."""
-    path = Path(path)
-    if not path.is_absolute():
-        path = REPO_ROOT / path
-    if not path.exists():
+    path = _find(Path(path))
+    if path is None:
         return None
     words = prose_words(json.loads(path.read_text(encoding="utf-8")))
     return max(1, math.ceil(words / WORDS_PER_MINUTE))
