@@ -40,6 +40,7 @@ test: lint
 # goes to a temporary directory, as it does under the tests.
 outputs: setup
 	PECOURSE_DATA_DIR=$$(mktemp -d) $(BIN)/python -m pecourse.notebook_tools execute notebooks/*.ipynb
+	$(BIN)/python -m pecourse.course --update-readme
 
 checkpoints: setup
 	$(BIN)/python -m pecourse.experiments retrain

@@ -195,5 +195,21 @@ def syllabus_table() -> str:
     return "\n".join(rows)
 
 
+def update_readme(path: Path = REPO_ROOT / "README.md") -> bool:
+    """Replace the syllabus table in the README with the current one; True if it changed."""
+    text = path.read_text(encoding="utf-8")
+    pattern = re.compile(r"^\| # \| Chapter .*?(?=\n\n)", flags=re.S | re.M)
+    if not pattern.search(text):
+        raise ValueError(f"no syllabus table found in {path}")
+    updated = pattern.sub(lambda _: syllabus_table(), text, count=1)
+    path.write_text(updated, encoding="utf-8")
+    return updated != text
+
+
 if __name__ == "__main__":
-    print(syllabus_table())
+    import sys
+
+    if sys.argv[1:] == ["--update-readme"]:
+        print("README updated" if update_readme() else "README already current")
+    else:
+        print(syllabus_table())
