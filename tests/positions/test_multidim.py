@@ -282,3 +282,17 @@ def test_refuses_grid_not_divisible_by_merge_size():
 def test_refuses_non_positive_grid_size():
     with pytest.raises(ValueError, match=r"sizes\[1\]"):
         grid_positions(3, 0)
+
+
+def test_mrope_in_multihead_attention_with_image_ids():
+    from pecourse.attention import MultiHeadAttention
+
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(32, 2, MRoPE(16, [2, 3, 3]))
+    ids = mrope_position_ids([2, (1, 2, 2), 1])  # [3, 1, 7]
+    x = torch.randn(1, 7, 32)
+    out = mha(x, ids)
+    assert out.shape == (1, 7, 32)
+    # text-only ids as [seq] give the same result as the explicit [3, 1, seq] form
+    text = torch.arange(7)
+    torch.testing.assert_close(mha(x, text), mha(x, text[None, None].expand(3, 1, 7)))

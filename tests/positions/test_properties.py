@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from pecourse.attention import attention
 from pecourse.positions.alibi import ALiBi
-from pecourse.positions.multidim import MRoPE, apply_axial_rope, apply_mrope
+from pecourse.positions.multidim import AxialRoPE, MRoPE, apply_axial_rope, apply_mrope
 from pecourse.positions.relative import ShawRelative, T5RelativeBias
 from pecourse.positions.rope import RoPE, apply_rope
 from pecourse.positions.vo_rope import VORoPE, rope_inverse
@@ -137,3 +137,30 @@ def test_axial_and_mrope_preserve_the_norm(seed, n_axes, coords):
     torch.testing.assert_close(apply_axial_rope(x, c).norm(dim=-1), x.norm(dim=-1))
     p = torch.tensor(coords).view(3, 1, 1)
     torch.testing.assert_close(apply_mrope(x, p, [2, 2, 2]).norm(dim=-1), x.norm(dim=-1))
+
+
+@SETTINGS
+@given(
+    seed=st.integers(0, 2**16),
+    s=st.integers(1, 6),
+    causal=st.booleans(),
+    data=st.data(),
+)
+def test_multidim_schemes_are_relative_on_every_axis_separately(seed, s, causal, data):
+    """Axial RoPE and M-RoPE depend on per-axis differences: each axis may shift on its own."""
+    ids = data.draw(st.lists(st.integers(0, 40), min_size=3 * s, max_size=3 * s))
+    shifts = data.draw(st.lists(st.integers(0, 3000), min_size=3, max_size=3))
+    g = torch.Generator().manual_seed(seed)
+    q, k, v = (torch.randn(2, 2, s, 12, generator=g, dtype=torch.float64) for _ in range(3))
+    pos = torch.tensor(ids).view(3, 1, s)
+    moved = pos + torch.tensor(shifts).view(3, 1, 1)
+    for scheme, p, m in (
+        (MRoPE(12, [2, 2, 2]), pos, moved),
+        (AxialRoPE(12, 3), pos[:, 0], moved[:, 0]),
+        (AxialRoPE(12, 2, pairing="half"), pos[:2, 0], moved[:2, 0]),
+    ):
+        kw = dict(causal=causal, return_probs=True)
+        out, probs = attention(q, k, v, scheme, q_positions=p, k_positions=p, **kw)
+        out2, probs2 = attention(q, k, v, scheme, q_positions=m, k_positions=m, **kw)
+        torch.testing.assert_close(probs2, probs, rtol=1e-6, atol=1e-6)
+        torch.testing.assert_close(out2, out, rtol=1e-6, atol=1e-6)
