@@ -60,7 +60,7 @@ def _base_lower_bound(context_length, head_dim):
     while base < 1e12:
         if np.cos(m * base**-exponent).sum(axis=1).min() >= 0:
             return base
-        base *= 1.02
+        base *= 1.05
     raise AssertionError("no base found")
 
 
