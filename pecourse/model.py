@@ -1,0 +1,472 @@
+r"""A tiny decoder-only transformer whose position handling is a per-layer *plan*.
+
+The model is GPT-2 shaped and small enough to train on a laptop CPU in a minute:
+token embedding, ``n_layers`` pre-LayerNorm blocks (causal multi-head attention, then a
+GELU MLP, each added back to the residual stream), a final LayerNorm, and an output layer
+that reuses the embedding matrix (tied embeddings, Press & Wolf 2017, arXiv:1608.05859).
+
+Position enters wherever the plan says (see :mod:`pecourse.attention`):
+
+* ``plan="learned"`` or ``"sinusoidal"`` — an *input* scheme, added once to the token
+  embeddings; the attention layers then use no position at all.
+* ``plan="rope"``, ``"alibi"``, ``"t5"``, ``"xpos"``, ``"cope"``, ``"nope"``, … — a
+  *per-layer* scheme, one instance inside every layer's :class:`MultiHeadAttention`.
+* ``plan="rope,rope,rope,nope"`` — one name per layer. iRoPE (Llama 4) interleaves
+  RoPE layers with NoPE layers: it is a plan, not a new architecture.
+
+``ModelConfig.position_options`` maps a scheme name to its keyword arguments
+(``{"rope": {"base": 500.0}}``). :func:`build_scheme` is the one factory from a name to a
+scheme. Shipped checkpoints are listed by :func:`list_checkpoints` and loaded, offline,
+by :func:`load_checkpoint`.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+
+import torch
+from torch import Tensor, nn
+from torch.nn import functional as F
+
+from ._validate import check_choice, check_int, check_positions, check_tensor
+from .attention import MultiHeadAttention, NoPE, PositionScheme
+from .data import VOCAB_SIZE
+
+__all__ = [
+    "SCHEMES",
+    "INPUT_SCHEMES",
+    "build_scheme",
+    "ModelConfig",
+    "TinyGPT",
+    "replace_rope",
+    "save_checkpoint",
+    "load_checkpoint",
+    "list_checkpoints",
+    "checkpoint_dir",
+    "checkpoint_info",
+]
+
+#: Schemes that add position to the input embedding (applied once, before layer 1).
+INPUT_SCHEMES = ("learned", "sinusoidal")
+
+
+def _learned(*, d_model, num_heads, train_len, max_positions=None):
+    from .positions.absolute import LearnedAbsolute
+
+    return LearnedAbsolute(train_len if max_positions is None else max_positions, d_model)
+
+
+def _sinusoidal(*, d_model, num_heads, train_len, **options):
+    from .positions.absolute import Sinusoidal
+
+    return Sinusoidal(d_model, **options)
+
+
+def _rope(*, d_model, num_heads, train_len, **options):
+    from .positions.rope import RoPE
+
+    return RoPE(d_model // num_heads, **options)
+
+
+def _xpos(*, d_model, num_heads, train_len, **options):
+    from .positions.xpos import XPos
+
+    return XPos(d_model // num_heads, **options)
+
+
+def _alibi(*, d_model, num_heads, train_len, **options):
+    from .positions.alibi import ALiBi
+
+    return ALiBi(num_heads, **options)
+
+
+def _t5(*, d_model, num_heads, train_len, **options):
+    from .positions.relative import T5RelativeBias
+
+    options.setdefault("bidirectional", False)  # a decoder: keys never come after the query
+    return T5RelativeBias(num_heads, **options)
+
+
+def _shaw(*, d_model, num_heads, train_len, max_distance=16, **options):
+    from .positions.relative import ShawRelative
+
+    return ShawRelative(d_model // num_heads, max_distance, **options)  # k = 16 as in the paper
+
+
+def _cope(*, d_model, num_heads, train_len, max_position=None, **options):
+    from .positions.cope import CoPE
+
+    return CoPE(
+        d_model // num_heads, train_len if max_position is None else max_position, **options
+    )
+
+
+def _nope(*, d_model, num_heads, train_len):
+    return NoPE()
+
+
+#: Scheme name -> constructor taking the model's sizes plus the scheme's own options.
+SCHEMES = {
+    "learned": _learned,
+    "sinusoidal": _sinusoidal,
+    "rope": _rope,
+    "xpos": _xpos,
+    "alibi": _alibi,
+    "t5": _t5,
+    "shaw": _shaw,
+    "cope": _cope,
+    "nope": _nope,
+}
+
+
+def build_scheme(
+    name: str, *, d_model: int = 64, num_heads: int = 4, train_len: int = 64, **options
+) -> PositionScheme:
+    """The scheme called ``name`` (a key of :data:`SCHEMES`) for a model of this size.
+
+    ``options`` go to the scheme's constructor (``build_scheme("rope", base=500.0)``,
+    ``build_scheme("rope", scaling="yarn", factor=4.0, original_max_position=64)``).
+    ``train_len`` sizes what depends on the context: the rows of a learned table and
+    CoPE's ``max_position`` (both overridable). Refuses an unknown name, listing the
+    accepted ones, and options the scheme does not take.
+    """
+    check_choice("scheme", name, tuple(SCHEMES))
+    try:
+        return SCHEMES[name](d_model=d_model, num_heads=num_heads, train_len=train_len, **options)
+    except TypeError as exc:
+        if "unexpected keyword" in str(exc) or "positional argument" in str(exc):
+            raise TypeError(
+                f"position_options for scheme {name!r} were not accepted: {exc}"
+            ) from exc
+        raise
+
+
+@dataclass
+class ModelConfig:
+    """Everything that defines a :class:`TinyGPT`; round-trips through JSON.
+
+    ``plan`` is one scheme name for every layer, or ``n_layers`` comma-separated names
+    (``"rope,rope,rope,nope"``). An input scheme (``learned``, ``sinusoidal``) must be the
+    whole plan: it is applied once, at the embedding. ``position_options`` maps a scheme
+    name to its constructor's keyword arguments. ``train_len`` is the context length the
+    model is (or was) trained at.
+    """
+
+    vocab_size: int = VOCAB_SIZE
+    d_model: int = 64
+    n_layers: int = 4
+    n_heads: int = 4
+    train_len: int = 64
+    plan: str = "rope"
+    position_options: dict = field(default_factory=dict)
+    mlp_ratio: int = 4
+
+    def __post_init__(self):
+        check_int("vocab_size", self.vocab_size, minimum=1)
+        check_int("d_model", self.d_model, minimum=1)
+        check_int("n_layers", self.n_layers, minimum=1)
+        check_int("n_heads", self.n_heads, minimum=1)
+        check_int("train_len", self.train_len, minimum=1)
+        check_int("mlp_ratio", self.mlp_ratio, minimum=1)
+        if self.d_model % self.n_heads:
+            raise ValueError(
+                f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})"
+            )
+        if not isinstance(self.position_options, dict):
+            raise TypeError(
+                f"position_options must be a dict, got {type(self.position_options).__name__}"
+            )
+        for name in self.position_options:
+            check_choice("position_options key", name, tuple(SCHEMES))
+        self.layer_plan()  # validates the plan
+
+    def layer_plan(self) -> list[str]:
+        """The scheme name of each attention layer (input schemes give ``nope`` layers)."""
+        if not isinstance(self.plan, str) or not self.plan:
+            raise TypeError(f"plan must be a non-empty str of scheme names, got {self.plan!r}")
+        names = [n.strip() for n in self.plan.split(",")]
+        for n in names:
+            check_choice("plan", n, tuple(SCHEMES))
+        if any(n in INPUT_SCHEMES for n in names):
+            if len(names) != 1:
+                raise ValueError(
+                    f"plan {self.plan!r} mixes an input scheme ({', '.join(INPUT_SCHEMES)}) with "
+                    "per-layer schemes; an input scheme must be the whole plan"
+                )
+            return ["nope"] * self.n_layers
+        if len(names) == 1:
+            return names * self.n_layers
+        if len(names) != self.n_layers:
+            raise ValueError(
+                f"plan names {len(names)} layers but n_layers is {self.n_layers}: "
+                f"give one scheme or exactly {self.n_layers}"
+            )
+        return names
+
+    @property
+    def input_scheme(self) -> str:
+        return self.plan if self.plan in INPUT_SCHEMES else "nope"
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> ModelConfig:
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise ValueError(f"config has unknown fields {unknown}; accepted: {sorted(known)}")
+        return cls(**d)
+
+
+class Block(nn.Module):
+    """Pre-LN transformer block: ``x + attn(LN(x))``, then ``x + mlp(LN(x))``."""
+
+    def __init__(self, cfg: ModelConfig, scheme: PositionScheme):
+        super().__init__()
+        self.ln1 = nn.LayerNorm(cfg.d_model)
+        self.attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, scheme)
+        self.ln2 = nn.LayerNorm(cfg.d_model)
+        hidden = cfg.mlp_ratio * cfg.d_model
+        self.mlp = nn.Sequential(
+            nn.Linear(cfg.d_model, hidden), nn.GELU(), nn.Linear(hidden, cfg.d_model)
+        )
+
+    def forward(self, x: Tensor, positions: Tensor) -> Tensor:
+        h = self.ln1(x)
+        x = x + (
+            _fused_attention(self.attn, h, positions) if self.fused else self.attn(h, positions)
+        )
+        return x + self.mlp(self.ln2(x))
+
+    #: Use :func:`_fused_attention` (same maths, one fused kernel) where the scheme allows.
+    fused = True
+
+
+def _fused_attention(attn: MultiHeadAttention, x: Tensor, positions: Tensor) -> Tensor:
+    """``attn(x, positions)`` through ``F.scaled_dot_product_attention``.
+
+    The same hooks in the same order as :func:`pecourse.attention.attention` (rotate, then
+    the score bias under the causal mask), but the softmax and the weighted sum run in
+    PyTorch's fused kernel, several times faster on a CPU at long lengths than the
+    step-by-step version, which the course keeps for reading. Schemes that transform
+    values or outputs (Shaw's value term, VO-RoPE) need the probabilities and fall back to
+    the step-by-step path. A test checks that both paths agree.
+    """
+    s = attn.scheme
+    cls = type(s)
+    if (
+        cls.transform_values is not PositionScheme.transform_values
+        or cls.transform_output is not PositionScheme.transform_output
+        or attn.num_kv_heads != attn.num_heads
+    ):
+        return attn(x, positions)
+    b, n, _ = x.shape
+    q, k, v = (
+        proj(x).view(b, n, attn.num_heads, attn.head_dim).transpose(1, 2)
+        for proj in (attn.q_proj, attn.k_proj, attn.v_proj)
+    )
+    q, k = s.rotate(q, k, positions, positions)
+    bias = s.score_bias(q, k, positions, positions)
+    if bias is None:
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    else:
+        causal = torch.ones(n, n, dtype=torch.bool, device=x.device).tril()
+        mask = bias.to(q.dtype).masked_fill(~causal, float("-inf"))
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    return attn.o_proj(out.transpose(1, 2).reshape(b, n, attn.num_heads * attn.head_dim))
+
+
+class TinyGPT(nn.Module):
+    """Decoder-only, pre-LN, causal, tied embeddings; position from ``config.plan``.
+
+    ``forward(idx, positions=None, targets=None)``: ``idx`` ``[batch, seq]`` token ids;
+    ``positions`` ``[seq]`` or ``[batch, seq]`` integer ids (default ``0..seq-1``; pass
+    others for randomized positions, PoSE or a cache offset); ``targets`` ``[batch, seq]``
+    with ``-100`` where nothing is scored. Returns ``(logits [batch, seq, vocab], loss)``
+    (``loss`` is ``None`` without targets). A learned table refuses positions past its rows.
+    """
+
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.config = config
+        opts = config.position_options
+        sizes = dict(d_model=config.d_model, num_heads=config.n_heads, train_len=config.train_len)
+        self.tok_emb = nn.Embedding(config.vocab_size, config.d_model)
+        inp = config.input_scheme
+        self.input_scheme = build_scheme(inp, **sizes, **opts.get(inp, {}))
+        self.blocks = nn.ModuleList(
+            Block(config, build_scheme(n, **sizes, **opts.get(n, {}))) for n in config.layer_plan()
+        )
+        self.ln_f = nn.LayerNorm(config.d_model)
+        self.apply(self._init)
+        for name, p in self.named_parameters():  # GPT-2: scale residual projections
+            if name.endswith(("o_proj.weight", "mlp.2.weight")):
+                nn.init.normal_(p, std=0.02 / math.sqrt(2 * config.n_layers))
+
+    @staticmethod
+    def _init(m: nn.Module):
+        if isinstance(m, nn.Linear):
+            nn.init.normal_(m.weight, std=0.02)
+            if m.bias is not None:
+                nn.init.zeros_(m.bias)
+        elif isinstance(m, nn.Embedding) and m.weight.shape[0] > 0:
+            nn.init.normal_(m.weight, std=0.02)
+
+    def forward(self, idx: Tensor, positions: Tensor | None = None, targets: Tensor | None = None):
+        check_tensor("idx", idx, ndim=2, floating=False)
+        b, s = idx.shape
+        if idx.numel() and (int(idx.min()) < 0 or int(idx.max()) >= self.config.vocab_size):
+            raise ValueError(f"idx must hold token ids in 0..{self.config.vocab_size - 1}")
+        if positions is None:
+            positions = torch.arange(s, device=idx.device)
+        check_positions("positions", positions)
+        if positions.shape[-1] != s or (positions.ndim == 2 and positions.shape[0] not in (1, b)):
+            raise ValueError(
+                f"positions must be [seq={s}] or [batch={b}, seq={s}], got {tuple(positions.shape)}"
+            )
+        x = self.input_scheme.embed(self.tok_emb(idx), positions)
+        for block in self.blocks:
+            x = block(x, positions)
+        logits = self.ln_f(x) @ self.tok_emb.weight.T  # tied output layer
+        loss = None
+        if targets is not None:
+            check_tensor("targets", targets, ndim=2, floating=False)
+            loss = F.cross_entropy(
+                logits.flatten(0, 1).float(), targets.flatten(), ignore_index=-100
+            )
+        return logits, loss
+
+    def set_fused(self, fused: bool = True) -> TinyGPT:
+        """Choose the fused attention kernel (default) or the course's step-by-step one."""
+        for block in self.blocks:
+            block.fused = bool(fused)
+        return self
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+
+def replace_rope(model: TinyGPT, scaling: str = "default", **scaling_kwargs) -> TinyGPT:
+    """A copy of ``model`` whose RoPE layers use ``scaling`` (training-free RoPE scaling).
+
+    Keeps each layer's base and pairing; the weights are shared in value (deep copy).
+    ``replace_rope(m, "linear", factor=4.0)`` is position interpolation (Chen et al. 2023,
+    arXiv:2306.15595). Refuses a model without RoPE layers.
+    """
+    from .positions.rope import RoPE
+
+    new = copy.deepcopy(model)
+    found = False
+    for block in new.blocks:
+        old = block.attn.scheme
+        if isinstance(old, RoPE):
+            found = True
+            block.attn.scheme = RoPE(
+                old.head_dim,
+                base=old.base,
+                pairing=old.pairing,
+                rotary_dim=old.rotary_dim,
+                scaling=scaling,
+                **scaling_kwargs,
+            )
+    if not found:
+        raise ValueError(f"model has no RoPE layers (plan={model.config.plan!r}); nothing to scale")
+    return new
+
+
+# --- checkpoints ----------------------------------------------------------------------
+
+
+def checkpoint_dir() -> Path:
+    """The folder of the shipped checkpoints (``pecourse/checkpoints``)."""
+    return Path(__file__).resolve().parent / "checkpoints"
+
+
+def list_checkpoints() -> list[str]:
+    """Names of the shipped checkpoints (each a ``.safetensors`` with a ``.json`` beside it)."""
+    d = checkpoint_dir()
+    return sorted(p.stem for p in d.glob("*.safetensors") if p.with_suffix(".json").exists())
+
+
+def save_checkpoint(model: TinyGPT, path, **meta) -> Path:
+    """Write ``path.safetensors`` (weights) and ``path.json`` (config + ``meta``).
+
+    ``meta`` is anything JSON-serialisable: steps, training options, loss curve, metrics.
+    Returns the ``.safetensors`` path.
+    """
+    from safetensors.torch import save_file
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    weights = {k: v.detach().contiguous().cpu() for k, v in model.state_dict().items()}
+    st = path.with_suffix(".safetensors")
+    save_file(weights, str(st), metadata={"format": "pt", "pecourse": "TinyGPT"})
+    info = {"name": path.stem, "config": model.config.to_dict(), **meta}
+    path.with_suffix(".json").write_text(json.dumps(info, indent=1) + "\n")
+    return st
+
+
+def _resolve(name_or_path) -> Path:
+    if (
+        isinstance(name_or_path, Path)
+        or "/" in str(name_or_path)
+        or str(name_or_path).endswith((".safetensors", ".json"))
+    ):
+        p = Path(name_or_path).with_suffix(".safetensors")
+        if not p.exists():
+            raise FileNotFoundError(f"checkpoint file {p} does not exist")
+        return p
+    names = list_checkpoints()
+    if name_or_path not in names:
+        raise ValueError(
+            f"name must be one of the shipped checkpoints {names}; got {name_or_path!r}"
+        )
+    return checkpoint_dir() / f"{name_or_path}.safetensors"
+
+
+def checkpoint_info(name_or_path) -> dict:
+    """The JSON beside a checkpoint: config, steps, loss curve, metrics."""
+    p = _resolve(name_or_path).with_suffix(".json")
+    try:
+        return json.loads(p.read_text())
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"checkpoint file {p} is corrupt (not valid JSON): {exc}") from exc
+
+
+def load_checkpoint(name_or_path, *, map_location="cpu") -> TinyGPT:
+    """A ready :class:`TinyGPT` (eval mode) from a shipped name or a path (no network).
+
+    Refuses an unknown name (listing the shipped ones), a missing file, and a corrupt or
+    mismatched weights file, naming the file.
+    """
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    st = _resolve(name_or_path)
+    info = checkpoint_info(st)
+    try:
+        model = TinyGPT(ModelConfig.from_dict(info["config"]))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(
+            f"checkpoint file {st.with_suffix('.json')} has a bad config: {exc}"
+        ) from exc
+    try:
+        weights = load_file(str(st), device=str(map_location))
+    except (SafetensorError, OSError, ValueError, RuntimeError) as exc:
+        raise ValueError(f"checkpoint file {st} is corrupt or not safetensors: {exc}") from exc
+    expected = model.state_dict()
+    missing, extra = sorted(set(expected) - set(weights)), sorted(set(weights) - set(expected))
+    bad = [k for k in expected if k in weights and weights[k].shape != expected[k].shape]
+    if missing or extra or bad:
+        raise ValueError(
+            f"checkpoint file {st} does not match its config: missing {missing}, "
+            f"unexpected {extra}, wrong shapes {bad}"
+        )
+    model.load_state_dict(weights)
+    model.checkpoint = info
+    return model.eval()

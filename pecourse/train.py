@@ -1,0 +1,395 @@
+r"""A seeded, deterministic training loop for :class:`pecourse.model.TinyGPT`.
+
+One function, :func:`train`, does everything the course's checkpoints need:
+
+* language modelling on the Bible text, optionally mixed with passkey sequences so that the
+  model learns to retrieve (``data="text+passkey"``), or a synthetic task alone
+  (``data="counting"``, …, scored only on the answer tokens);
+* position augmentation: ``augment="randomized"`` (Ruoss et al. 2023, arXiv:2305.16843) or
+  ``augment="pose"`` (Zhu et al. 2024, arXiv:2309.10400), both drawing position ids that
+  span ``augment_len`` while the window stays ``train_len`` tokens long;
+* continued training from a checkpoint (``init_from``), e.g. with a scaled RoPE at a longer
+  length: position interpolation then a short fine-tune (Chen et al. 2023,
+  arXiv:2306.15595) or YaRN (Peng et al. 2023, arXiv:2309.00071);
+* AdamW, linear warm-up then cosine decay, gradient clipping; a tqdm bar;
+* DDP when launched by ``torchrun`` (gloo on CPU): each rank draws its own batches, rank 0
+  writes the checkpoint.
+
+A checkpoint is a ``.safetensors`` file plus a ``.json`` with the config, the training
+options, the loss curve and the final metrics. :data:`RECIPES` lists the shipped
+checkpoints; ``pecourse train --all`` (or ``python -m pecourse.experiments retrain``)
+rebuilds every one of them from scratch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import time
+from dataclasses import asdict, dataclass, field, fields
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from ._validate import check_choice, check_float, check_int
+from .data import TASKS, passkey_batch, task_batch, text_batch
+from .model import ModelConfig, TinyGPT, checkpoint_dir, load_checkpoint, save_checkpoint
+from .seed import seed_everything
+
+__all__ = ["TrainConfig", "train", "RECIPES", "train_recipe", "register", "main"]
+
+DATA = ("text", "text+passkey", *TASKS)
+AUGMENT = ("none", "randomized", "pose")
+
+
+@dataclass
+class TrainConfig:
+    """Options of one training run (JSON-serialisable; stored in the checkpoint)."""
+
+    steps: int = 800
+    batch_size: int = 16
+    lr: float = 3e-3
+    warmup: int = 50
+    min_lr_ratio: float = 0.1
+    weight_decay: float = 0.1
+    grad_clip: float = 1.0
+    seed: int = 0
+    data: str = "text"
+    passkey_fraction: float = 0.5
+    answer_weight: float = 1.0
+    task_options: dict = field(default_factory=dict)
+    augment: str = "none"
+    augment_len: int = 0
+    init_from: str | None = None
+    log_every: int = 20
+    threads: int = 2
+
+    def __post_init__(self):
+        check_int("steps", self.steps, minimum=0)
+        check_int("batch_size", self.batch_size, minimum=1)
+        check_float("lr", self.lr, minimum=0.0, strict_minimum=True)
+        check_int("warmup", self.warmup, minimum=0)
+        check_int("seed", self.seed, minimum=0)
+        check_choice("data", self.data, DATA)
+        check_float("passkey_fraction", self.passkey_fraction, minimum=0.0, maximum=1.0)
+        check_choice("augment", self.augment, AUGMENT)
+        check_int("augment_len", self.augment_len, minimum=0)
+        check_int("log_every", self.log_every, minimum=1)
+        check_int("threads", self.threads, minimum=1)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> TrainConfig:
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise ValueError(
+                f"train options have unknown fields {unknown}; accepted: {sorted(known)}"
+            )
+        return cls(**d)
+
+
+def lr_at(step: int, cfg: TrainConfig) -> float:
+    """Linear warm-up to ``lr``, then cosine decay to ``min_lr_ratio · lr``."""
+    if step < cfg.warmup:
+        return cfg.lr * (step + 1) / cfg.warmup
+    t = (step - cfg.warmup) / max(1, cfg.steps - cfg.warmup)
+    return cfg.lr * (cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * t)))
+
+
+def _batch(cfg: TrainConfig, length: int, g: torch.Generator):
+    """``(inputs, targets, answer)`` for one step.
+
+    ``targets`` are ``-100`` where nothing is scored; ``answer`` (or ``None``) marks the
+    passkey answers in a text+passkey mix, which get an extra loss term of weight
+    ``answer_weight``: four answer characters in a window of text are too weak a signal
+    for a tiny model to discover retrieval (induction heads) in a few hundred steps.
+    """
+    if cfg.data == "text":
+        return (*text_batch(cfg.batch_size, length, seed=g), None)
+    if cfg.data == "text+passkey":
+        x, y = text_batch(cfg.batch_size, length, seed=g)
+        answer = torch.zeros_like(x, dtype=torch.bool)
+        n = int(round(cfg.passkey_fraction * cfg.batch_size))
+        if n:
+            pk = passkey_batch(n, length, seed=g, **cfg.task_options)
+            x[:n], y[:n], answer[:n] = pk.inputs, pk.targets, pk.answer  # LM loss on the text too
+        return x, y, answer
+    tb = task_batch(cfg.data, cfg.batch_size, length, seed=g, **cfg.task_options)
+    return tb.inputs, tb.masked_targets(), None
+
+
+def _positions(cfg: TrainConfig, length: int, g: torch.Generator):
+    """Position ids for one step: ``None`` (0..L-1) unless augmenting."""
+    if cfg.augment == "none":
+        return None
+    from .positions.augmentation import pose_position_ids, randomized_positions
+
+    if cfg.augment_len < length:
+        raise ValueError(f"augment_len must be >= train_len ({length}), got {cfg.augment_len}")
+    if cfg.augment == "randomized":
+        return randomized_positions(length, cfg.augment_len, generator=g, batch=cfg.batch_size)
+    return torch.stack(
+        [pose_position_ids(length, cfg.augment_len, generator=g) for _ in range(cfg.batch_size)]
+    )
+
+
+def _distributed() -> tuple[int, int]:
+    """``(rank, world_size)``; initialises gloo when launched by torchrun."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world > 1 and not torch.distributed.is_initialized():
+        torch.distributed.init_process_group("gloo")
+    rank = torch.distributed.get_rank() if world > 1 else 0
+    return rank, world
+
+
+def train(
+    model_config: ModelConfig,
+    train_config: TrainConfig | None = None,
+    *,
+    out=None,
+    progress: bool = True,
+    evaluate: bool = True,
+):
+    """Train a fresh (or ``init_from``) model; return ``(model, record)``.
+
+    ``record`` holds the steps, the loss curve (``[step, loss]`` every ``log_every``
+    steps), the wall time and, with ``evaluate``, final metrics (validation loss at
+    ``train_len``, and passkey accuracy when passkeys were in the mix). With ``out`` (a
+    path without suffix) rank 0 writes the checkpoint. Deterministic for a given seed,
+    thread count and world size.
+    """
+    from tqdm.auto import tqdm
+
+    cfg = train_config or TrainConfig()
+    torch.set_num_threads(cfg.threads)
+    rank, world = _distributed()
+    seed_everything(cfg.seed)
+    model = TinyGPT(model_config)
+    if cfg.init_from:
+        base = load_checkpoint(cfg.init_from)
+        model.load_state_dict(base.state_dict())  # same shapes; the plan may scale RoPE
+    model.train()
+    net = model
+    if world > 1:
+        net = nn.parallel.DistributedDataParallel(model)
+    g = torch.Generator().manual_seed(cfg.seed * 1000 + rank + 1)  # each rank its own data
+    decay = [p for n, p in model.named_parameters() if p.ndim >= 2 and "emb" not in n]
+    other = [p for n, p in model.named_parameters() if not (p.ndim >= 2 and "emb" not in n)]
+    opt = torch.optim.AdamW(
+        [
+            {"params": decay, "weight_decay": cfg.weight_decay},
+            {"params": other, "weight_decay": 0.0},
+        ],
+        lr=cfg.lr,
+        betas=(0.9, 0.95),
+    )
+    curve, start, smooth = [], time.time(), None
+    bar = tqdm(
+        range(cfg.steps), desc=f"train {model_config.plan}", disable=not progress or rank != 0
+    )
+    for step in bar:
+        for group in opt.param_groups:
+            group["lr"] = lr_at(step, cfg)
+        x, y, answer = _batch(cfg, model_config.train_len, g)
+        positions = _positions(cfg, model_config.train_len, g)
+        logits, loss = net(x, positions, y)
+        if answer is not None and answer.any() and cfg.answer_weight:
+            loss = loss + cfg.answer_weight * F.cross_entropy(logits[answer], y[answer])
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+        opt.step()
+        value = loss.item()
+        smooth = value if smooth is None else 0.9 * smooth + 0.1 * value
+        if step % cfg.log_every == 0 or step == cfg.steps - 1:
+            curve.append([step, round(value, 4)])
+            bar.set_postfix(loss=f"{smooth:.3f}")
+    model.eval()
+    record = {
+        "steps": cfg.steps,
+        "train": asdict(cfg),
+        "world_size": world,
+        "loss_curve": curve,
+        "seconds": round(time.time() - start, 1),
+    }
+    if evaluate and rank == 0:
+        record["metrics"] = final_metrics(model, cfg)
+    if out is not None and rank == 0:
+        save_checkpoint(model, out, **record)
+    if world > 1:
+        torch.distributed.barrier()
+    return model, record
+
+
+def final_metrics(model: TinyGPT, cfg: TrainConfig) -> dict:
+    """Small, fixed evaluations stored with a checkpoint (and checked by the slow test)."""
+    from . import evaluate as ev
+
+    n = model.config.train_len
+    m = {}
+    if cfg.data in ("text", "text+passkey"):
+        m["val_loss"] = round(ev.validation_loss(model, n, tokens=8192), 4)
+    if cfg.data == "text+passkey":
+        acc = ev.needle_accuracy(model, [n // 2], length=n, samples=64)
+        m["passkey_accuracy"] = round(acc[n // 2], 4)
+    if cfg.data in TASKS and cfg.data != "passkey":
+        m["task_accuracy"] = round(ev.task_accuracy(model, cfg.data, n, **cfg.task_options), 4)
+    return m
+
+
+# --- the shipped checkpoints --------------------------------------------------------
+
+_SMALL = dict(d_model=64, n_layers=4, n_heads=4, train_len=64)
+_TEXT = dict(data="text+passkey", steps=800)
+
+
+def _recipe(plan, model=None, **train):
+    return {"model": {**_SMALL, "plan": plan, **(model or {})}, "train": {**_TEXT, **train}}
+
+
+#: Shipped checkpoint name -> {"model": ModelConfig kwargs, "train": TrainConfig kwargs}.
+#: Order matters: a recipe with ``init_from`` comes after the checkpoint it starts from.
+RECIPES: dict[str, dict] = {
+    # The extrapolation set (Press et al. 2022): train at 64, evaluate at 64..512.
+    "learned": _recipe("learned"),
+    "sinusoidal": _recipe("sinusoidal"),
+    "rope": _recipe("rope"),
+    "t5": _recipe("t5"),
+    "alibi": _recipe("alibi"),
+    "nope": _recipe("nope"),
+    "irope": _recipe("rope,rope,rope,nope"),
+    # RoPE base below / above the bound of Men et al. 2024 for this head size and length.
+    "rope_base_low": _recipe("rope", {"position_options": {"rope": {"base": 100.0}}}),
+    # Continued training at 4x the length with position interpolation (Chen et al. 2023).
+    "rope_pi_finetune": _recipe(
+        "rope",
+        {"train_len": 256, "position_options": {"rope": {"scaling": "linear", "factor": 4.0}}},
+        init_from="rope",
+        steps=100,
+        lr=1e-3,
+        warmup=10,
+        batch_size=4,
+    ),
+    # Position augmentation: a window of 64 tokens whose ids span 0..511.
+    "rope_randomized": _recipe("rope", augment="randomized", augment_len=512),
+    "rope_pose": _recipe("rope", augment="pose", augment_len=512),
+    # CoPE vs RoPE on the CoPE paper's counting and selective-copy tasks.
+    "cope_counting": _recipe("cope", data="counting", steps=600),
+    "rope_counting": _recipe("rope", data="counting", steps=600),
+    "cope_selective_copy": _recipe("cope", data="selective_copy", steps=600),
+    "rope_selective_copy": _recipe("rope", data="selective_copy", steps=600),
+}
+
+
+def train_recipe(name: str, *, out_dir=None, progress: bool = True, **overrides):
+    """Train the shipped checkpoint ``name`` from scratch (a key of :data:`RECIPES`)."""
+    check_choice("name", name, tuple(RECIPES))
+    recipe = RECIPES[name]
+    mc = ModelConfig.from_dict(recipe["model"])
+    tc = TrainConfig.from_dict({**recipe["train"], **overrides})
+    out = None if out_dir is False else os.path.join(out_dir or checkpoint_dir(), name)
+    return train(mc, tc, out=out, progress=progress)
+
+
+# --- command line -------------------------------------------------------------------
+
+
+def _add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--all", action="store_true", help="retrain every shipped checkpoint")
+    p.add_argument("--recipe", choices=sorted(RECIPES), help="retrain one shipped checkpoint")
+    p.add_argument("--plan", default="rope", help="position plan, e.g. rope or rope,rope,rope,nope")
+    p.add_argument("--options", default="{}", help="position_options as JSON")
+    p.add_argument("--d-model", type=int, default=64)
+    p.add_argument("--layers", type=int, default=4)
+    p.add_argument("--heads", type=int, default=4)
+    p.add_argument("--train-len", type=int, default=64)
+    p.add_argument("--steps", type=int, default=None)
+    p.add_argument("--batch-size", type=int, default=None)
+    p.add_argument("--lr", type=float, default=None)
+    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--data", choices=DATA, default=None)
+    p.add_argument("--augment", choices=AUGMENT, default=None)
+    p.add_argument("--augment-len", type=int, default=None)
+    p.add_argument("--init-from", default=None)
+    p.add_argument("--threads", type=int, default=None)
+    p.add_argument(
+        "--out", default=None, help="checkpoint path without suffix (or a folder with --all)"
+    )
+    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--no-eval", action="store_true", help="skip the final metrics")
+
+
+def _run(args) -> int:
+    overrides = {
+        k: v
+        for k, v in dict(
+            steps=args.steps,
+            batch_size=args.batch_size,
+            lr=args.lr,
+            seed=args.seed,
+            data=args.data,
+            augment=args.augment,
+            augment_len=args.augment_len,
+            init_from=args.init_from,
+            threads=args.threads,
+        ).items()
+        if v is not None
+    }
+    progress = not args.no_progress
+    if args.all or args.recipe:
+        names = list(RECIPES) if args.all else [args.recipe]
+        for name in names:
+            _, rec = train_recipe(name, out_dir=args.out, progress=progress, **overrides)
+            print(name, json.dumps(rec.get("metrics", {})), f"{rec['seconds']}s", flush=True)
+        return 0
+    mc = ModelConfig(
+        d_model=args.d_model,
+        n_layers=args.layers,
+        n_heads=args.heads,
+        train_len=args.train_len,
+        plan=args.plan,
+        position_options=json.loads(args.options),
+    )
+    _, rec = train(
+        mc, TrainConfig(**overrides), out=args.out, progress=progress, evaluate=not args.no_eval
+    )
+    if int(os.environ.get("RANK", "0")) == 0:
+        print(
+            json.dumps(
+                {k: rec[k] for k in ("steps", "seconds", "world_size")}
+                | {
+                    "metrics": rec.get("metrics", {}),
+                    "final_loss": rec["loss_curve"][-1][1] if rec["loss_curve"] else None,
+                }
+            ),
+            flush=True,
+        )
+    return 0
+
+
+def register(subparsers) -> None:
+    """Add ``pecourse train`` to the command line."""
+    p = subparsers.add_parser(
+        "train",
+        help="train the tiny model (one run, one shipped recipe, or --all)",
+        description="Train pecourse's tiny transformer. Runs under torchrun for DDP (gloo).",
+    )
+    _add_arguments(p)
+    p.set_defaults(func=_run)
+
+
+def main(argv=None) -> int:
+    """``python -m pecourse.train …`` (what torchrun launches)."""
+    parser = argparse.ArgumentParser(prog="python -m pecourse.train")
+    _add_arguments(parser)
+    code = _run(parser.parse_args(argv))
+    if torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()
+    return code
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
