@@ -84,6 +84,11 @@ class Quiz(widgets.VBox):
         )
         self.next_card()
 
+    def __repr__(self) -> str:
+        # Stable text/plain for notebooks under nbval (no counts, times or widget ids).
+        title = TITLES[self.concept] if self.concept is not None else "the whole deck"
+        return f"<pecourse flashcard quiz: {title}, {len(self.cards)} cards>"
+
     # -- state ---------------------------------------------------------------------------
     def now(self) -> datetime:
         return check_utc(self.clock(), "clock()")
