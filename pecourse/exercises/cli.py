@@ -1,0 +1,94 @@
+"""Sub-commands ``pecourse exercises build``, ``pecourse check`` and ``pecourse grade``."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+
+def _build(args) -> int:
+    from .notebook import build_all, stale_exercises
+
+    if args.check:
+        stale = stale_exercises(args.source, args.out)
+        if stale:
+            print("out of date with solutions/: " + ", ".join(stale), file=sys.stderr)
+            print("run `pecourse exercises build` to regenerate them", file=sys.stderr)
+            return 1
+        print("exercises/ is up to date")
+        return 0
+    written = build_all(args.source, args.out)
+    print(
+        f"built {len(written)} exercise notebook(s) in {Path(written[0]).parent if written else args.out}"
+    )
+    return 0
+
+
+def _check(args) -> int:
+    from .check import main_check
+
+    return main_check(args)
+
+
+def _grade(args) -> int:
+    from .grade import main_grade
+
+    return main_grade(args)
+
+
+def register(subparsers) -> None:
+    from .grade import Limits
+
+    ex = subparsers.add_parser("exercises", help="build the student exercise notebooks")
+    ex_sub = ex.add_subparsers(dest="exercises_command", metavar="ACTION", required=True)
+    build = ex_sub.add_parser(
+        "build",
+        help="write exercises/ from solutions/ (answers stubbed, hidden tests removed)",
+    )
+    build.add_argument("--source", type=Path, default=None, help="source notebooks (solutions/)")
+    build.add_argument("--out", type=Path, default=None, help="output folder (exercises/)")
+    build.add_argument(
+        "--check", action="store_true", help="write nothing; exit 1 if exercises/ is out of date"
+    )
+    build.set_defaults(func=_build)
+
+    check = subparsers.add_parser(
+        "check", help="run an exercise notebook and report each part as passed or failed"
+    )
+    check.add_argument("notebooks", nargs="+", help="exercise notebook(s) to check")
+    check.add_argument("--timeout", type=float, default=60.0, help="seconds per cell (60)")
+    check.set_defaults(func=_check)
+
+    d = Limits()
+    grade = subparsers.add_parser(
+        "grade",
+        help="grade a class: SUBMISSIONS/<student>/<NN_slug>.ipynb -> CSV + SQLite gradebook",
+    )
+    grade.add_argument("submissions", type=Path, help="folder with one sub-folder per student")
+    grade.add_argument("--out", type=Path, required=True, help="gradebook CSV to write")
+    grade.add_argument("--db", type=Path, default=None, help="SQLite gradebook (OUT.sqlite)")
+    grade.add_argument("--source", type=Path, default=None, help="source notebooks (solutions/)")
+    grade.add_argument(
+        "--exercise", action="append", help="grade only this exercise slug (repeatable)"
+    )
+    grade.add_argument("--jobs", "-j", type=int, default=1, help="submissions run in parallel")
+    grade.add_argument(
+        "--cell-timeout",
+        type=float,
+        default=d.cell_timeout,
+        help=f"seconds per cell ({d.cell_timeout:g})",
+    )
+    grade.add_argument(
+        "--timeout",
+        type=float,
+        default=d.wall_clock,
+        help=f"seconds per submission ({d.wall_clock:g})",
+    )
+    grade.add_argument(
+        "--memory-mb", type=int, default=d.memory_mb, help=f"address-space limit ({d.memory_mb})"
+    )
+    grade.add_argument(
+        "--output-cap", type=int, default=d.output_cap, help="characters of printed output kept"
+    )
+    grade.add_argument("--quiet", action="store_true", help="no progress bar")
+    grade.set_defaults(func=_grade)
