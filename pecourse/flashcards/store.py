@@ -148,7 +148,11 @@ class ProgressStore:
     def _initialise(self) -> None:
         try:
             self._create_schema()
-        except sqlite3.DatabaseError as exc:
+        except sqlite3.OperationalError:
+            # Locked, busy, unreadable directory...: the file may be fine. Never move a
+            # healthy database aside because another process holds it.
+            raise
+        except sqlite3.DatabaseError as exc:  # not a database, malformed, failed check
             self._move_aside(exc)
             self._create_schema()
 

@@ -197,3 +197,19 @@ def test_newer_schema_is_refused(tmp_path):
     conn.close()
     with pytest.raises(RuntimeError, match="newer pecourse"):
         ProgressStore(path)
+
+
+def test_locked_database_is_not_moved_aside(tmp_path, scheduler):
+    path = tmp_path / "busy.sqlite3"
+    ProgressStore(path).review("a", 3, now=T0, scheduler=scheduler)
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("PRAGMA locking_mode = EXCLUSIVE")
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        with pytest.raises(sqlite3.OperationalError, match="locked"):
+            ProgressStore(path, timeout=0.2)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert [p.name for p in tmp_path.iterdir() if "corrupt" in p.name] == []
+    assert len(ProgressStore(path).reviews()) == 1
