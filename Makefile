@@ -22,8 +22,11 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e ".[$(EXTRAS)]"
 	@touch $@
 
+# JupyterLab refuses to run as root unless told; containers and CI machines often are root.
+LAB_FLAGS := $(if $(filter 0,$(shell id -u)),--allow-root,)
+
 lab: setup
-	$(BIN)/jupyter lab notebooks/00_start_here.ipynb
+	$(BIN)/jupyter lab $(LAB_FLAGS) --ServerApp.root_dir="$(CURDIR)" notebooks/00_start_here.ipynb
 
 lint: setup
 	$(BIN)/ruff check .

@@ -33,7 +33,30 @@ _EXPORTS = {
     "sinusoidal_shift_matrix": "absolute",
     "LearnedAbsolute": "absolute",
     "Sinusoidal": "absolute",
+    # queries and keys
+    "inv_freq": "rope",
+    "rope_cos_sin": "rope",
+    "apply_rope": "rope",
+    "apply_rope_complex": "rope",
+    "rotation_matrix": "rope",
+    "pairing_permutation": "rope",
+    "permute_qk_weight": "rope",
+    "RoPE": "rope",
+    "SCALINGS": "rope_scaling",
+    "apply_xpos": "xpos",
+    "XPos": "xpos",
+    "ReRoPE": "rope_inference",
+    "LeakyReRoPE": "rope_inference",
+    "SelfExtend": "rope_inference",
+    "grid_positions": "multidim",
+    "apply_axial_rope": "multidim",
+    "AxialRoPE": "multidim",
+    "apply_mrope": "multidim",
+    "mrope_position_ids": "multidim",
+    "MRoPE": "multidim",
     # the scores (and Shaw's values)
+    "cope_positions": "cope",
+    "CoPE": "cope",
     "shaw_relative_ids": "relative",
     "ShawRelative": "relative",
     "t5_bucket": "relative",
@@ -42,6 +65,10 @@ _EXPORTS = {
     "alibi_slopes": ("alibi", "slopes"),
     "alibi_bias": "alibi",
     "ALiBi": "alibi",
+    # values and outputs
+    "vo_rope_values": "vo_rope",
+    "vo_rope_output": "vo_rope",
+    "VORoPE": "vo_rope",
     # position ids for training
     "randomized_positions": "augmentation",
     "pose_position_ids": "augmentation",
@@ -55,3 +82,7 @@ def __getattr__(name):
         )
         return getattr(importlib.import_module(f".{module}", __name__), attr)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(list(globals()) + list(_EXPORTS))
