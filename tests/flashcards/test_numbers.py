@@ -64,7 +64,14 @@ def _base_lower_bound(context_length, head_dim):
     raise AssertionError("no base found")
 
 
+def _ntk_frequency_ratios(base, factor, head_dim):
+    # θ'_i / θ_i = s^{-2i/(d-2)}: 1 for the fastest pair, 1/s for the slowest.
+    return [factor ** (-2 * i / (head_dim - 2)) for i in (0, head_dim // 2 - 1)]
+
+
 FORMULAS = {
+    "ntk_frequency_ratios": _ntk_frequency_ratios,
+    "sinusoidal_norm": lambda dim: math.sqrt(dim / 2),
     "alibi_slopes": _alibi_slopes,
     "ntk_base": lambda base, factor, head_dim: base * factor ** (head_dim / (head_dim - 2)),
     "yarn_mscale": lambda factor: 0.1 * math.log(factor) + 1,
@@ -125,7 +132,30 @@ def _pkg_base_bound(context_length, head_dim):
     return float(derivations.rope_base_lower_bound(context_length, head_dim))
 
 
+def _pkg_ntk_ratios(base, factor, head_dim):
+    scaling = _module("pecourse.positions.rope_scaling")
+    scaled, _ = scaling.SCALINGS["ntk"](head_dim, base, factor=factor)
+    plain, _ = scaling.SCALINGS["default"](head_dim, base)
+    ratio = (scaled / plain).tolist()
+    return [ratio[0], ratio[-1]]
+
+
+def _pkg_sinusoidal_norm(dim):
+    table = _module("pecourse.positions.absolute").sinusoidal_table(4096, dim, dtype=_float64())
+    norms = table.norm(dim=-1)
+    assert float(norms.max() - norms.min()) < 1e-9  # the same at every position
+    return float(norms[0])
+
+
+def _float64():
+    import torch
+
+    return torch.float64
+
+
 PACKAGE = {
+    "ntk_frequency_ratios": _pkg_ntk_ratios,
+    "sinusoidal_norm": _pkg_sinusoidal_norm,
     "alibi_slopes": _pkg_alibi,
     "ntk_base": _pkg_ntk_base,
     "yarn_mscale": _pkg_yarn_mscale,
