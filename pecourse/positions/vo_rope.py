@@ -137,6 +137,8 @@ class VORoPE(PositionScheme):
     ``pairing``.
     """
 
+    places = ("values",)  # ("qk", "values") when built with rotate_qk=True
+
     def __init__(
         self,
         head_dim: int,
