@@ -6,15 +6,16 @@ RoPE puts position into **queries and keys**. Split a head's ``d`` dimensions in
 
 .. math::
     θ_i = b^{-2i/d}, \qquad i = 0, \dots, d/2 - 1, \qquad b = 10000
-    \quad\text{(paper eq. 15)}
+    \quad\text{(paper eq. 15, which counts } i \text{ from 1)}
 
 so that ``⟨R_m q, R_n k⟩ = ⟨q, R_{n-m} k⟩`` (eq. 16): the score depends on the offset
 ``m - n`` only, never on ``m`` or ``n`` alone.
 
 Which coordinates form a pair is a *convention*, and real checkpoints disagree:
 
-* ``pairing="half"``: ``x_i`` with ``x_{i+d/2}`` — GPT-NeoX, and every model in
-  transformers (``rotate_half``);
+* ``pairing="half"``: ``x_i`` with ``x_{i+d/2}`` — GPT-NeoX, and most models in
+  transformers (Llama, Mistral, Qwen, ...: ``rotate_half``; transformers' GPT-J keeps its
+  interleaved ``rotate_every_two``);
 * ``pairing="interleaved"``: ``x_{2i}`` with ``x_{2i+1}`` — the paper, GPT-J, Meta's
   original LLaMA code (``torch.view_as_complex``).
 
@@ -23,7 +24,8 @@ The two give the same model once the rows of ``W_q`` and ``W_k`` are permuted
 LLaMA → transformers conversion script does.
 
 Numerics (see DESIGN.md): the angle ``m·θ_i`` is computed in float64 (bf16 cannot even
-hold position 257, and a float32 angle at position 10^6 is off by up to 0.03 rad), its
+hold position 257, and float32 angles at position 10^6 are off by a few hundredths of a
+radian: up to about 0.05 rad at ``d = 128`` with transformers' float32 ``inv_freq``), its
 cos/sin are taken there, the rotation is done in float32, and the result is cast back to
 the input dtype.
 """
@@ -64,9 +66,11 @@ def inv_freq(head_dim: int, base: float = 10000.0, *, dtype=torch.float64, devic
     r"""The RoPE frequencies ``θ_i = base^{-2i/d}`` (arXiv:2104.09864, eq. 15).
 
     Returns a ``[head_dim // 2]`` tensor, float64 by default so that the angle table built
-    from it is exact to double precision; ``.float()`` gives transformers' float32
-    ``inv_freq`` to within one unit in the last place. Refuses an odd or non-positive
-    ``head_dim`` and a ``base`` that is not > 1.
+    from it is exact to double precision (paper eq. 15 counts ``i`` from 1; this counts
+    from 0). ``.float()`` agrees with transformers' float32 ``inv_freq`` to one unit in the
+    last place for power-of-two ``head_dim`` and to a few units otherwise (up to ~7 for 80,
+    96, 112: transformers' float32 ``pow`` is the less exact side). Refuses an odd or
+    non-positive ``head_dim`` and a ``base`` that is not > 1.
     """
     head_dim = check_even("head_dim", head_dim)
     base = check_float("base", base, minimum=1.0, strict_minimum=True)
@@ -112,8 +116,10 @@ def rope_cos_sin(
     ``positions`` integer ``[seq]`` or ``[batch, seq]``; ``inv_freq`` ``[d/2]``. Returns
     ``(cos, sin)`` shaped ``[..., seq, d/2]`` (one column per *pair*, not duplicated as in
     transformers' ``torch.cat((freqs, freqs))``). ``a`` is ``attention_factor`` (YaRN's
-    temperature, transformers' ``attention_scaling``). The angles are computed in float64
-    and only the finished table is cast to ``dtype``. Refuses float or negative positions.
+    temperature, transformers' ``attention_scaling``). RoFormer (arXiv:2104.09864) eq. 34
+    uses exactly these two tables. The angles are computed in float64 and only the finished
+    table is cast to ``dtype``. Refuses float or negative positions, an ``inv_freq`` that is
+    not 1-D float, and a negative ``attention_factor``.
     """
     positions = check_positions("positions", positions)
     check_tensor("inv_freq", inv_freq, ndim=1, floating=True)
@@ -185,8 +191,19 @@ def _check_rope_args(x: Tensor, positions: Tensor, pairing: str, rotary_dim):
     return positions, rotary_dim
 
 
-def _apply_with_tables(x: Tensor, cos: Tensor, sin: Tensor, pairing: str, rotary_dim: int):
-    """Rotate the first ``rotary_dim`` dims of ``x``; the rest pass through unchanged."""
+def _apply_with_tables(
+    x: Tensor, cos: Tensor, sin: Tensor, pairing: str, rotary_dim: int, impl: str = "fast"
+):
+    """Rotate the first ``rotary_dim`` dims of ``x``; the rest pass through unchanged.
+
+    ``impl="fast"`` (on a CPU) uses :func:`pecourse.kernels.rope_cpu.rotate`: one pass over
+    ``x``, no temporaries, the same float32 products, so the same numbers bit for bit.
+    ``impl="reference"`` is the readable code below.
+    """
+    if impl == "fast" and x.device.type == "cpu":
+        from ..kernels.rope_cpu import rotate as _fast_rotate
+
+        return _fast_rotate(x, cos, sin, pairing=pairing)
     cos, sin = _broadcast_table(cos, x), _broadcast_table(sin, x)
     if rotary_dim == x.shape[-1]:
         return _rotate(x, cos, sin, pairing)
@@ -206,6 +223,7 @@ def apply_rope(
     pairing: str = "half",
     attention_factor: float = 1.0,
     rotary_dim: int | None = None,
+    impl: str = "fast",
 ) -> Tensor:
     r"""Rotate queries or keys by their positions (RoPE, arXiv:2104.09864, eq. 34).
 
@@ -218,18 +236,22 @@ def apply_rope(
     * ``attention_factor``: multiplies cos and sin, as transformers' ``attention_scaling``
       (so the logits are scaled by its square).
     * ``rotary_dim``: rotate only the first ``rotary_dim`` dimensions (partial rotary).
+    * ``impl``: ``"fast"`` (default: the one-pass CPU kernel of
+      :mod:`pecourse.kernels.rope_cpu` on a CPU) or ``"reference"`` (the readable PyTorch
+      code); both give the same numbers.
 
     Refuses: ``x`` not 4-D float, odd ``head_dim`` or ``rotary_dim``, ``rotary_dim >
-    head_dim``, an unknown ``pairing``, float or negative positions, positions whose
-    length is not ``seq``, an ``inv_freq`` of the wrong length.
+    head_dim``, an unknown ``pairing`` or ``impl``, float or negative positions, positions
+    whose length is not ``seq``, an ``inv_freq`` of the wrong length.
     """
     positions, rotary_dim = _check_rope_args(x, positions, pairing, rotary_dim)
+    impl = check_choice("impl", impl, ("fast", "reference"))
     if inv_freq is None:
         inv_freq = _default_inv_freq(rotary_dim, base, device=x.device)
     _check_inv_freq(inv_freq, rotary_dim)
     attention_factor = check_float("attention_factor", attention_factor, minimum=0.0)
     cos, sin = _angle_cos_sin(positions, inv_freq, attention_factor, _compute_dtype(x))
-    return _apply_with_tables(x, cos, sin, pairing, rotary_dim)
+    return _apply_with_tables(x, cos, sin, pairing, rotary_dim, impl)
 
 
 def apply_rope_complex(
@@ -243,8 +265,9 @@ def apply_rope_complex(
     rotary_dim: int | None = None,
 ) -> Tensor:
     r"""RoPE written with complex numbers: pair ``(x1, x2)`` is ``z = x1 + i·x2`` and
-    position ``m`` multiplies it by ``a·e^{i m θ_j}`` (arXiv:2104.09864, eq. 12-13; Meta's
-    LLaMA code via ``torch.polar`` / ``torch.view_as_complex``).
+    position ``m`` multiplies it by ``a·e^{i m θ_j}`` (arXiv:2104.09864, eq. 12, the 2D case
+    in complex form, applied pair by pair; Meta's LLaMA code via ``torch.polar`` /
+    ``torch.view_as_complex``).
 
     Same arguments, shapes and refusals as :func:`apply_rope`, and the same result to
     float32 round-off; it exists to show that a rotation in a plane *is* a complex product.
@@ -279,9 +302,10 @@ def rotation_matrix(
     r"""The explicit ``[head_dim, head_dim]`` float64 matrix ``R^d_{Θ,m}`` (arXiv:2104.09864,
     eq. 15): a 2x2 rotation by ``m·θ_i`` in the plane of each pair, zero elsewhere.
 
-    For teaching and derivations (``R_mᵀ R_n = R_{n-m}``); :func:`apply_rope` never builds it.
-    ``apply_rope(x, m) == x @ R.T``. Refuses a negative ``position``, an odd ``head_dim``
-    and an unknown ``pairing``.
+    For teaching and derivations (``R_mᵀ R_n = R_{n-m}``, the identity under eq. 16);
+    :func:`apply_rope` never builds it. ``apply_rope(x, m) == x @ R.T``. With
+    ``pairing="interleaved"`` it is exactly the paper's block-diagonal matrix. Refuses a
+    negative ``position``, an odd ``head_dim``, ``base`` ≤ 1 and an unknown ``pairing``.
     """
     position = check_int("position", position, minimum=0)
     head_dim = check_even("head_dim", head_dim)
@@ -300,11 +324,12 @@ def rotation_matrix(
 def rope_decay_bound(distances: Tensor, head_dim: int, base: float = 10000.0) -> Tensor:
     r"""RoFormer's long-term decay bound (arXiv:2104.09864, §3.4.3).
 
-    With ``S_j = Σ_{k<j} e^{i·Δ·θ_k}``, the score of two vectors at offset ``Δ`` is bounded by
-    ``max|h| · Σ_j |S_j|``; the paper plots the relative bound
-    ``(1/(d/2)) Σ_{j=1}^{d/2} |S_j|``, which shrinks (with oscillations) as ``Δ`` grows. Takes
-    integer ``distances`` of any shape, returns float64 of the same shape. Refuses float or
-    negative distances.
+    With ``S_j = Σ_{k<j} e^{i·Δ·θ_k}`` and ``h_k`` the complex product of pair ``k`` of ``q``
+    and ``k`` (``h_{d/2} = 0``), Abel summation bounds the score of two vectors at offset
+    ``Δ`` by ``(max_k |h_{k+1} - h_k|) · Σ_j |S_j|`` (eq. 37); the paper plots the relative
+    bound ``(1/(d/2)) Σ_{j=1}^{d/2} |S_j|``, which shrinks (with oscillations) as ``Δ``
+    grows. Takes integer ``distances`` of 0, 1 or 2 dimensions, returns float64 of the same
+    shape. Refuses float or negative distances, an odd ``head_dim`` and ``base`` ≤ 1.
     """
     distances = check_positions("distances", distances, ndim=(0, 1, 2))
     theta = _default_inv_freq(head_dim, base)
@@ -337,8 +362,9 @@ def permute_qk_weight(weight: Tensor, num_heads: int, *, to: str = "half") -> Te
     :func:`pairing_permutation`, so that a Meta-layout (interleaved) checkpoint used with
     ``pairing="half"`` gives exactly the attention scores it gave with
     ``pairing="interleaved"`` — the permutation transformers' LLaMA conversion script
-    applies to ``wq`` and ``wk``. ``to="interleaved"`` undoes it. Refuses a row count not
-    divisible by ``num_heads`` or an odd head size.
+    applies to ``wq`` and ``wk``. ``to="interleaved"`` undoes it. Returns a tensor of
+    ``weight``'s shape. Refuses a ``weight`` that is not 1-D or 2-D, a row count not
+    divisible by ``num_heads``, an odd head size and an unknown ``to``.
     """
     check_tensor("weight", weight, ndim=(1, 2))
     num_heads = check_int("num_heads", num_heads, minimum=1)
@@ -377,7 +403,11 @@ class RoPE(PositionScheme):
     (transformers' dynamic RoPE differs in one regime: after a long input it keeps the
     stretched frequencies for any later length that is still above the original one.)
     :attr:`inv_freq` and :attr:`attention_factor` hold the values the last call used.
-    Refuses an unknown scaling name or parameters that scaling does not accept.
+    ``rotate`` takes ``q`` ``[batch, heads, Lq, head_dim]``, ``k`` ``[batch, kv_heads, Lk,
+    head_dim]`` and integer positions ``[L]`` or ``[batch, L]``, and returns both rotated,
+    shapes and dtypes kept. Refuses an unknown scaling name or parameters that scaling does
+    not accept, an odd ``head_dim``/``rotary_dim``, ``rotary_dim > head_dim``, ``base`` ≤ 1,
+    an unknown ``pairing``, and q/k whose last size is not ``head_dim``.
     """
 
     places = ("qk",)
