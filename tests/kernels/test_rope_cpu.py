@@ -1,0 +1,169 @@
+"""The one-pass CPU RoPE: equal to the package's reference (all dtypes, both pairings,
+partial rotary, per-batch positions), gradients, the fallback, refusals."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from pecourse.kernels import rope_cpu
+from pecourse.positions.rope import apply_rope, inv_freq, rope_cos_sin
+
+DTYPES = [torch.float32, torch.float64, torch.bfloat16, torch.float16]
+
+
+def _randn(*shape, dtype=torch.float32, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(*shape, generator=g, dtype=torch.float64).to(dtype)
+
+
+def _tables(positions, rotary, dtype):
+    math = torch.float64 if dtype == torch.float64 else torch.float32
+    return rope_cos_sin(positions, inv_freq(rotary), dtype=math)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _kernel_built():
+    if rope_cpu.backend() != "c":
+        pytest.skip(f"C kernel not available here: {rope_cpu.build_error()}")
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("pairing", ["half", "interleaved"])
+@pytest.mark.parametrize("rotary", [16, 10])
+@pytest.mark.parametrize("batched", [False, True], ids=["shared-pos", "batch-pos"])
+def test_equals_reference_bit_for_bit(dtype, pairing, rotary, batched):
+    x = _randn(2, 3, 7, 16, dtype=dtype)
+    positions = torch.tensor([[5, 6, 7, 8, 9, 10, 11], [900, 901, 902, 903, 904, 905, 906]])
+    positions = positions if batched else positions[1]
+    cos, sin = _tables(positions, rotary, dtype)
+    fast = rope_cpu.rotate(x, cos, sin, pairing=pairing)
+    # The package's readable implementation (the same float32 products, rounded once).
+    ref = apply_rope(x, positions, pairing=pairing, rotary_dim=rotary, impl="reference")
+    assert fast.dtype == dtype and fast.shape == x.shape
+    assert torch.equal(fast, ref)
+    assert torch.equal(fast, rope_cpu.rotate_reference(x, cos, sin, pairing=pairing))
+
+
+def test_matches_transformers_apply_rotary_pos_emb():
+    llama = pytest.importorskip("transformers.models.llama.modeling_llama")
+    x, k = _randn(2, 4, 9, 32), _randn(2, 4, 9, 32, seed=1)
+    cos, sin = _tables(torch.arange(9), 32, torch.float32)
+    hf_cos, hf_sin = torch.cat((cos, cos), -1)[None], torch.cat((sin, sin), -1)[None]
+    hf_q, hf_k = llama.apply_rotary_pos_emb(x, k, hf_cos, hf_sin)
+    torch.testing.assert_close(rope_cpu.rotate(x, cos, sin), hf_q)
+    torch.testing.assert_close(rope_cpu.rotate(k, cos, sin), hf_k)
+
+
+def test_any_strides_and_leading_dims():
+    base = _randn(2, 7, 3, 16)  # [batch, seq, heads, dim] -> a transposed view
+    x = base.transpose(1, 2)
+    cos, sin = _tables(torch.arange(7), 16, torch.float32)
+    ref = rope_cpu.rotate_reference(x, cos, sin)
+    assert torch.equal(rope_cpu.rotate(x, cos, sin), ref)
+    # non-contiguous last dim, 3-D and 5-D inputs all give the reference
+    xs = _randn(2, 3, 7, 32)[..., ::2]
+    assert torch.equal(rope_cpu.rotate(xs, cos, sin), rope_cpu.rotate_reference(xs, cos, sin))
+    x3 = _randn(5, 7, 16)
+    assert torch.equal(rope_cpu.rotate(x3, cos, sin), rope_cpu.rotate_reference(x3, cos, sin))
+    x5 = _randn(2, 2, 3, 7, 16)
+    assert torch.equal(rope_cpu.rotate(x5, cos, sin), rope_cpu.rotate_reference(x5, cos, sin))
+
+
+def test_inverse_undoes_the_rotation():
+    x = _randn(2, 3, 5, 16, dtype=torch.float64)
+    cos, sin = _tables(torch.arange(100, 105), 12, torch.float64)
+    for pairing in ("half", "interleaved"):
+        y = rope_cpu.rotate(x, cos, sin, pairing=pairing)
+        back = rope_cpu.rotate(y, cos, sin, pairing=pairing, inverse=True)
+        torch.testing.assert_close(back, x, rtol=0, atol=1e-13)
+
+
+def test_threads_give_the_same_result():
+    x = _randn(4, 8, 128, 64)  # above the size where the thread pool is used
+    cos, sin = _tables(torch.arange(128), 64, torch.float32)
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = rope_cpu.rotate(x, cos, sin)
+        torch.set_num_threads(2)
+        two = rope_cpu.rotate(x, cos, sin)
+    finally:
+        torch.set_num_threads(before)
+    assert torch.equal(one, two)
+
+
+@pytest.mark.parametrize("pairing", ["half", "interleaved"])
+def test_gradcheck_float64(pairing):
+    x = _randn(1, 2, 4, 8, dtype=torch.float64).requires_grad_()
+    cos, sin = _tables(torch.arange(3, 7), 6, torch.float64)
+    fn = lambda t: rope_cpu.rotate(t, cos, sin, pairing=pairing)  # noqa: E731
+    assert torch.autograd.gradcheck(fn, (x,))
+    assert torch.autograd.gradgradcheck(fn, (x,))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_grad_is_the_inverse_rotation(dtype):
+    x = _randn(2, 3, 5, 16, dtype=dtype).requires_grad_()
+    g = _randn(2, 3, 5, 16, dtype=dtype, seed=3)
+    cos, sin = _tables(torch.arange(5), 16, dtype)
+    rope_cpu.rotate(x, cos, sin).backward(g)
+    x2 = x.detach().clone().requires_grad_()
+    rope_cpu.rotate_reference(x2, cos, sin).backward(g)
+    assert torch.equal(x.grad, x2.grad)
+
+
+def test_table_gradients_use_the_reference():
+    x = _randn(1, 2, 4, 8)
+    cos, sin = _tables(torch.arange(4), 8, torch.float32)
+    cos.requires_grad_()
+    rope_cpu.rotate(x, cos, sin).sum().backward()
+    assert cos.grad is not None and cos.grad.shape == cos.shape
+
+
+def test_under_torch_compile_and_func_grad():
+    x = _randn(1, 2, 4, 8)
+    cos, sin = _tables(torch.arange(4), 8, torch.float32)
+    compiled = torch.compile(lambda t: rope_cpu.rotate(t, cos, sin), fullgraph=True)
+    torch.testing.assert_close(compiled(x), rope_cpu.rotate(x, cos, sin))
+    g = torch.func.grad(lambda t: rope_cpu.rotate(t, cos, sin).square().sum())(x)
+    torch.testing.assert_close(g, 2 * x)  # |Rx|^2 = |x|^2: the gradient is 2x
+
+
+def test_fallback_without_the_c_kernel():
+    """A fresh process with the kernel disabled falls back cleanly to the reference."""
+    code = (
+        "import torch; from pecourse.kernels import rope_cpu as r;"
+        "x = torch.randn(1, 2, 3, 8); c, s = torch.rand(3, 4), torch.rand(3, 4);"
+        "assert r.backend() == 'torch', r.backend();"
+        "assert 'PECOURSE_NO_CKERNEL' in r.build_error();"
+        "assert torch.equal(r.rotate(x, c, s), r.rotate_reference(x, c, s)); print('ok')"
+    )
+    env = {"PECOURSE_NO_CKERNEL": "1", "PATH": "/usr/bin:/bin"}
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert out.returncode == 0 and "ok" in out.stdout, out.stderr
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"x": _randn(1, 2, 3, 7)}, "head_dim"),
+        ({"cos": torch.rand(3, 4), "sin": torch.rand(3, 3)}, "cos and sin"),
+        ({"cos": torch.rand(4, 4), "sin": torch.rand(4, 4)}, "seq"),
+        ({"cos": torch.rand(3, 5), "sin": torch.rand(3, 5)}, "rotary_dim"),
+        ({"cos": torch.rand(2, 3, 4), "sin": torch.rand(2, 3, 4)}, "batch"),
+        ({"pairing": "gptj"}, "pairing"),
+        ({"x": torch.ones(1, 2, 3, 8, dtype=torch.long)}, "x must be a floating"),
+    ],
+)
+def test_refusals_name_the_parameter(kwargs, match):
+    args = {"x": _randn(1, 2, 3, 8), "cos": torch.rand(3, 4), "sin": torch.rand(3, 4)}
+    args.update(kwargs)
+    pairing = args.pop("pairing", "half")
+    with pytest.raises((ValueError, TypeError), match=match):
+        rope_cpu.rotate(args["x"], args["cos"], args["sin"], pairing=pairing)
