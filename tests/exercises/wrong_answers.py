@@ -45,6 +45,43 @@ def alibi_slopes(num_heads):
         },
         {"test_slopes_12"},
     ),
+    "07_relative_position_representations": (
+        {
+            # relative position read as query - key: buckets land on the wrong side
+            "answer_t5": """
+def t5_bucket(relative_position, bidirectional=True, num_buckets=32, max_distance=128):
+    rel = -relative_position.long()
+    if bidirectional:
+        n = num_buckets // 2
+        offset = (rel > 0).long() * n
+        distance = rel.abs()
+    else:
+        n = num_buckets
+        offset = torch.zeros_like(rel)
+        distance = (-rel).clamp(min=0)
+    exact = n // 2
+    scaled = torch.log(distance.clamp(min=exact).float() / exact) / math.log(max_distance / exact)
+    far = (exact + (scaled * (n - exact)).long()).clamp(max=n - 1)
+    return offset + torch.where(distance < exact, distance, far)
+""",
+        },
+        {"test_t5"},
+    ),
+    "08_rope": (
+        {
+            # rotates the wrong way (by -m*theta): norms and position 0 are still right
+            "answer_half": """
+def rope_half(x, positions, base=10000.0):
+    d = x.shape[-1]
+    inv_freq = base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    angle = positions.to(torch.float64)[:, None] * inv_freq
+    cos, sin = torch.cos(angle).float(), torch.sin(angle).float()
+    a, b = x[..., : d // 2].float(), x[..., d // 2 :].float()
+    return torch.cat((a * cos + b * sin, -a * sin + b * cos), dim=-1).to(x.dtype)
+""",
+        },
+        {"test_half"},
+    ),
     "09_sinusoidal_positional_encodings": (
         {
             # exponent i/d instead of 2i/d: the first wavelength is still 2*pi and they still
@@ -52,6 +89,16 @@ def alibi_slopes(num_heads):
             "answer_wavelengths": """
 def wavelengths(dim, base=10000.0):
     return 2 * math.pi * base ** (torch.arange(dim // 2, dtype=torch.float64) / dim)
+""",
+        },
+        {"test_wavelengths"},
+    ),
+    "16_rope_base_frequency": (
+        {
+            # forgets the 2*pi: returns 1/theta_i, the period in radians per position
+            "answer_wavelengths": """
+def rope_wavelengths(head_dim, base=10000.0):
+    return base ** (torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
 """,
         },
         {"test_wavelengths"},
