@@ -1,0 +1,413 @@
+r"""Fused RoPE in Triton: queries and keys rotated in one launch, forward and backward.
+
+RoPE (Su et al., 2021, arXiv:2104.09864, eq. 34) rotates each pair ``(a, b)`` of a query or
+key at position ``p`` by ``p * theta_j``:
+``(a, b) -> (a cos - b sin, b cos + a sin)``. The operation is memory-bound — two loads, a
+handful of flops, two stores per pair — so the only thing a kernel can win is memory traffic:
+read ``q`` and ``k`` once, write them once, and read the small ``cos``/``sin`` tables from
+cache. One launch covers both tensors (one program per (batch, block of positions, head),
+query heads first, then key heads), so grouped-query attention with fewer key heads costs
+nothing extra.
+
+What the kernel supports: both pairings (``"half"``: ``x_j`` with ``x_{j+R/2}`` —
+transformers / NeoX; ``"interleaved"``: ``x_{2j}`` with ``x_{2j+1}`` — GPT-J / Meta), a
+partial rotary dimension ``R <= head_dim`` (dims ``R..head_dim-1`` are copied), explicit
+positions (the tables are built from any position ids, per batch element or shared, so
+decoding at an offset is just other rows), different query and key head counts, and
+float32 / bfloat16 / float16 inputs with float32 arithmetic (float64 inputs use float64).
+The backward pass is the rotation by ``-theta`` (RoPE is orthogonal), the same kernel with
+``sin`` negated.
+
+It is exposed as the custom op ``torch.ops.pecourse.rope_qk`` with a fake (meta)
+implementation and an autograd formula, so ``torch.compile`` traces through it without a
+graph break and ``torch.library.opcheck`` passes. Where it runs:
+
+- CUDA tensors with Triton installed: the Triton kernel;
+- CPU tensors when ``TRITON_INTERPRET=1`` was set *before this module was imported*: the
+  same Triton kernel in Triton's interpreter (slow; this is how the tests check it without a
+  GPU);
+- anything else (no Triton, CPU without the interpreter, other devices): the package's
+  PyTorch implementation (:func:`pecourse.kernels.rope_cpu.rotate`).
+
+:func:`backend` says which one a device gets.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+from torch import Tensor
+
+from .._validate import check_choice, check_tensor
+from . import rope_cpu
+
+__all__ = ["rope_qk", "apply_rope_qk", "backend", "HAS_TRITON", "INTERPRET"]
+
+#: True when ``TRITON_INTERPRET=1`` was set when this module was imported.
+INTERPRET = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+try:  # Triton is optional: without it every call takes the PyTorch path.
+    import triton
+    import triton.language as tl
+
+    HAS_TRITON = True
+except Exception:  # ImportError, or a broken install
+    HAS_TRITON = False
+
+
+def backend(device: str | torch.device = "cuda") -> str:
+    """``"triton"``, ``"triton-interpreter"`` or ``"torch"``: what a tensor on ``device`` gets."""
+    device = torch.device(device)
+    if HAS_TRITON and device.type == "cuda" and not INTERPRET:
+        return "triton"
+    if HAS_TRITON and device.type == "cpu" and INTERPRET:
+        return "triton-interpreter"
+    return "torch"
+
+
+if HAS_TRITON:
+
+    @triton.jit
+    def _round(y, out_ty: tl.constexpr, MANUAL_BF16: tl.constexpr):
+        """Cast the float32/float64 result to the output dtype, rounding to nearest even.
+
+        Triton's interpreter casts float32 -> bfloat16 by truncation (a GPU rounds to
+        nearest even), so there we round by hand on the bits: add 0x7FFF plus the lowest
+        kept bit, then drop the low 16 bits. (Inputs here are finite.)
+        """
+        if MANUAL_BF16:
+            u = y.to(tl.uint32, bitcast=True)
+            u = u + 0x7FFF + ((u >> 16) & 1)
+            return (u >> 16).to(tl.uint16).to(tl.bfloat16, bitcast=True)
+        else:
+            return y.to(out_ty)
+
+    @triton.jit
+    def _rotate_tile(
+        x_ptr,
+        o_ptr,
+        c,
+        s,
+        offs_s,
+        mask_s,
+        stride_s,
+        out_stride_s,
+        D: tl.constexpr,
+        R: tl.constexpr,
+        HALF_PAD: tl.constexpr,
+        PASS_PAD: tl.constexpr,
+        INTERLEAVED: tl.constexpr,
+        MANUAL_BF16: tl.constexpr,
+    ):
+        """Rotate one [BLOCK_S, R] tile of one head; copy its dims R..D-1."""
+        j = tl.arange(0, HALF_PAD)
+        mask = mask_s[:, None] & (j < R // 2)[None, :]
+        if INTERLEAVED:  # pair j = (2j, 2j + 1)
+            i1 = 2 * j
+            i2 = 2 * j + 1
+        else:  # pair j = (j, j + R/2)
+            i1 = j
+            i2 = j + R // 2
+        rows_in = x_ptr + offs_s[:, None] * stride_s
+        rows_out = o_ptr + offs_s[:, None] * out_stride_s
+        a = tl.load(rows_in + i1[None, :], mask=mask, other=0.0).to(c.dtype)
+        b = tl.load(rows_in + i2[None, :], mask=mask, other=0.0).to(c.dtype)
+        # (a, b) -> (a cos - b sin, b cos + a sin): arXiv:2104.09864, eq. 34.
+        out_ty = o_ptr.dtype.element_ty
+        tl.store(rows_out + i1[None, :], _round(a * c - b * s, out_ty, MANUAL_BF16), mask=mask)
+        tl.store(rows_out + i2[None, :], _round(b * c + a * s, out_ty, MANUAL_BF16), mask=mask)
+        if PASS_PAD > 0:  # partial rotary: the remaining dims carry no position
+            p = R + tl.arange(0, PASS_PAD)
+            pmask = mask_s[:, None] & (p < D)[None, :]
+            rest = tl.load(rows_in + p[None, :], mask=pmask, other=0.0)
+            tl.store(rows_out + p[None, :], rest, mask=pmask)
+
+    @triton.jit
+    def _rope_qk_kernel(
+        q_ptr,
+        k_ptr,
+        qo_ptr,
+        ko_ptr,
+        cos_ptr,
+        sin_ptr,
+        S,
+        HQ,
+        HK,
+        sq_b,
+        sq_h,
+        sq_s,
+        sk_b,
+        sk_h,
+        sk_s,
+        cos_b,
+        D: tl.constexpr,
+        R: tl.constexpr,
+        HALF_PAD: tl.constexpr,
+        PASS_PAD: tl.constexpr,
+        BLOCK_S: tl.constexpr,
+        INTERLEAVED: tl.constexpr,
+        INVERSE: tl.constexpr,
+        MANUAL_BF16: tl.constexpr,
+    ):
+        pid_b = tl.program_id(0).to(tl.int64)  # int64 offsets: tensors may exceed 2^31
+        pid_s = tl.program_id(1)
+        head = tl.program_id(2).to(tl.int64)  # 0..HQ-1: query heads; HQ..HQ+HK-1: key heads
+        offs_s = pid_s * BLOCK_S + tl.arange(0, BLOCK_S)
+        mask_s = offs_s < S
+        j = tl.arange(0, HALF_PAD)
+        cmask = mask_s[:, None] & (j < R // 2)[None, :]
+        table = pid_b * cos_b + offs_s[:, None] * (R // 2) + j[None, :]
+        c = tl.load(cos_ptr + table, mask=cmask, other=0.0)
+        s = tl.load(sin_ptr + table, mask=cmask, other=0.0)
+        if INVERSE:  # the backward pass: rotation by -theta
+            s = -s
+        if head < HQ:
+            x = q_ptr + pid_b * sq_b + head * sq_h
+            o = qo_ptr + (pid_b * HQ + head) * S * D
+            _rotate_tile(
+                x,
+                o,
+                c,
+                s,
+                offs_s,
+                mask_s,
+                sq_s,
+                D,
+                D,
+                R,
+                HALF_PAD,
+                PASS_PAD,
+                INTERLEAVED,
+                MANUAL_BF16,
+            )
+        else:
+            hk = head - HQ
+            x = k_ptr + pid_b * sk_b + hk * sk_h
+            o = ko_ptr + (pid_b * HK + hk) * S * D
+            _rotate_tile(
+                x,
+                o,
+                c,
+                s,
+                offs_s,
+                mask_s,
+                sk_s,
+                D,
+                D,
+                R,
+                HALF_PAD,
+                PASS_PAD,
+                INTERLEAVED,
+                MANUAL_BF16,
+            )
+
+
+def _next_pow2(n: int) -> int:
+    return 1 << max(0, (n - 1).bit_length())
+
+
+def _launch(
+    q: Tensor, k: Tensor, cos: Tensor, sin: Tensor, interleaved: bool, inverse: bool
+) -> tuple[Tensor, Tensor]:
+    b, hq, seq, dim = q.shape
+    hk = k.shape[1]
+    rotary = 2 * cos.shape[-1]
+    q_out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+    k_out = torch.empty(k.shape, dtype=k.dtype, device=k.device)
+    if q.numel() == 0 and k.numel() == 0:
+        return q_out, k_out
+    math = torch.float64 if q.dtype == torch.float64 else torch.float32
+    cos = cos.to(math).contiguous()
+    sin = sin.to(math).contiguous()
+    half_pad = _next_pow2(rotary // 2)
+    pass_pad = _next_pow2(dim - rotary) if dim > rotary else 0
+    # ~4K elements of each head per program: enough work per program, enough programs.
+    block_s = max(1, min(_next_pow2(seq), 4096 // (2 * half_pad + pass_pad)))
+    if INTERPRET:
+        block_s = min(block_s, 16)  # the interpreter is slow per element, not per program
+    grid = (b, triton.cdiv(seq, block_s), hq + hk)
+    _rope_qk_kernel[grid](
+        q,
+        k,
+        q_out,
+        k_out,
+        cos,
+        sin,
+        seq,
+        hq,
+        hk,
+        q.stride(0),
+        q.stride(1),
+        q.stride(2),
+        k.stride(0),
+        k.stride(1),
+        k.stride(2),
+        seq * (rotary // 2) if cos.ndim == 3 else 0,
+        D=dim,
+        R=rotary,
+        HALF_PAD=half_pad,
+        PASS_PAD=pass_pad,
+        BLOCK_S=block_s,
+        INTERLEAVED=interleaved,
+        INVERSE=inverse,
+        MANUAL_BF16=INTERPRET and q.dtype == torch.bfloat16,
+        num_warps=4,
+    )
+    return q_out, k_out
+
+
+def _fallback(
+    q: Tensor, k: Tensor, cos: Tensor, sin: Tensor, interleaved: bool, inverse: bool
+) -> tuple[Tensor, Tensor]:
+    pairing = "interleaved" if interleaved else "half"
+    q_out = rope_cpu.rotate(q, cos, sin, pairing=pairing, inverse=inverse).contiguous()
+    k_out = rope_cpu.rotate(k, cos, sin, pairing=pairing, inverse=inverse).contiguous()
+    return q_out, k_out
+
+
+@torch.library.custom_op("pecourse::rope_qk", mutates_args=())
+def _rope_qk_op(
+    q: Tensor, k: Tensor, cos: Tensor, sin: Tensor, interleaved: bool, inverse: bool
+) -> tuple[Tensor, Tensor]:
+    if backend(q.device) != "torch":
+        return _launch(q, k, cos, sin, interleaved, inverse)
+    return _fallback(q, k, cos, sin, interleaved, inverse)
+
+
+@_rope_qk_op.register_fake
+def _(q, k, cos, sin, interleaved, inverse):
+    # Outputs are always new contiguous tensors of the inputs' shapes and dtypes.
+    return q.new_empty(q.shape), k.new_empty(k.shape)
+
+
+def _setup_context(ctx, inputs, output):
+    _, _, cos, sin, interleaved, inverse = inputs
+    ctx.save_for_backward(cos, sin)
+    ctx.interleaved, ctx.inverse = interleaved, inverse
+
+
+def _backward(ctx, grad_q, grad_k):
+    cos, sin = ctx.saved_tensors
+    # RoPE is orthogonal: the vector-Jacobian product is the rotation by -theta, which is
+    # the same op with `inverse` flipped (and so itself differentiable: double backward).
+    grad_q, grad_k = _rope_qk_op(
+        grad_q.contiguous(), grad_k.contiguous(), cos, sin, ctx.interleaved, not ctx.inverse
+    )
+    return grad_q, grad_k, None, None, None, None
+
+
+_rope_qk_op.register_autograd(_backward, setup_context=_setup_context)
+
+
+def _check(q: Tensor, k: Tensor, cos: Tensor, sin: Tensor) -> None:
+    for name, t in (("q", q), ("k", k)):
+        check_tensor(name, t, floating=True)
+        if t.ndim != 4:
+            raise ValueError(
+                f"{name} must be [batch, heads, seq, head_dim] (4 dimensions), got shape "
+                f"{tuple(t.shape)}"
+            )
+        if t.shape[-1] % 2:
+            raise ValueError(
+                f"{name}.shape[-1] (head_dim) must be even: dimensions are rotated in pairs; "
+                f"got {t.shape[-1]}"
+            )
+        if t.shape[-1] > 1 and t.stride(-1) != 1:
+            raise ValueError(
+                f"{name} must have a contiguous last dimension (stride 1), got stride "
+                f"{t.stride(-1)} for shape {tuple(t.shape)}; pass {name}.contiguous()"
+            )
+    if k.dtype != q.dtype or k.device != q.device:
+        raise TypeError(
+            f"q and k must share dtype and device, got {q.dtype}/{q.device} and "
+            f"{k.dtype}/{k.device}"
+        )
+    if (k.shape[0], k.shape[2], k.shape[3]) != (q.shape[0], q.shape[2], q.shape[3]):
+        raise ValueError(
+            "k must be [batch, kv_heads, seq, head_dim] with q's batch, seq and head_dim "
+            f"(rotated at the same positions); got q {tuple(q.shape)} and k {tuple(k.shape)}"
+        )
+    check_tensor("cos", cos, ndim=(2, 3), floating=True)
+    check_tensor("sin", sin, ndim=(2, 3), floating=True)
+    if cos.shape != sin.shape:
+        raise ValueError(
+            f"cos and sin must have the same shape, got {tuple(cos.shape)} and {tuple(sin.shape)}"
+        )
+    b, _, seq, dim = q.shape
+    if cos.shape[-2] != seq or (cos.ndim == 3 and cos.shape[0] != b):
+        raise ValueError(
+            f"cos/sin must be [seq={seq}, rotary_dim // 2] or [batch={b}, seq={seq}, "
+            f"rotary_dim // 2], got {tuple(cos.shape)}"
+        )
+    if not 0 < 2 * cos.shape[-1] <= dim:
+        raise ValueError(
+            f"cos.shape[-1] must be rotary_dim // 2 with 0 < rotary_dim <= head_dim ({dim}), "
+            f"got {cos.shape[-1]}"
+        )
+    if cos.device != q.device or sin.device != q.device:
+        raise ValueError(
+            f"cos and sin must be on q's device ({q.device}), got {cos.device} and {sin.device}"
+        )
+
+
+def rope_qk(
+    q: Tensor,
+    k: Tensor,
+    cos: Tensor,
+    sin: Tensor,
+    *,
+    pairing: str = "half",
+    inverse: bool = False,
+) -> tuple[Tensor, Tensor]:
+    r"""Rotate queries and keys by RoPE in one fused launch (arXiv:2104.09864, eq. 34).
+
+    ``q`` ``[batch, heads, seq, head_dim]`` and ``k`` ``[batch, kv_heads, seq, head_dim]``
+    (any strides with a contiguous last dim; ``heads`` and ``kv_heads`` may differ), both
+    float32/bfloat16/float16/float64. ``cos``/``sin`` ``[seq, rotary_dim // 2]`` or
+    ``[batch, seq, rotary_dim // 2]``, from :func:`pecourse.positions.rope.rope_cos_sin`
+    (built from any position ids: an offset while decoding is just other rows). ``pairing``
+    ``"half"`` or ``"interleaved"``; ``inverse=True`` rotates by ``-theta``.
+
+    Returns new contiguous ``(q_rotated, k_rotated)``, differentiable in ``q`` and ``k``.
+    Refuses tensors that are not 4-D, a non-contiguous last dim, an odd head_dim,
+    mismatched ``cos``/``sin``, tables that do not fit ``q``, and q/k that disagree in
+    batch, seq, head_dim, dtype or device.
+    """
+    check_choice("pairing", pairing, rope_cpu.PAIRINGS)
+    if cos.ndim == 3 and cos.shape[0] == 1 and sin.shape[:1] == (1,):
+        cos, sin = cos[0], sin[0]  # one row of positions shared by the batch
+    _check(q, k, cos, sin)
+    return _rope_qk_op(q, k, cos, sin, pairing == "interleaved", bool(inverse))
+
+
+def apply_rope_qk(
+    q: Tensor,
+    k: Tensor,
+    positions: Tensor,
+    *,
+    inv_freq: Tensor | None = None,
+    base: float = 10000.0,
+    pairing: str = "half",
+    attention_factor: float = 1.0,
+    rotary_dim: int | None = None,
+) -> tuple[Tensor, Tensor]:
+    """:func:`pecourse.positions.rope.apply_rope` for ``q`` and ``k`` at once, fused.
+
+    Same arguments as ``apply_rope`` (``positions`` ``[seq]`` or ``[batch, seq]``); builds
+    the float64 angle table with :func:`pecourse.positions.rope.rope_cos_sin` and calls
+    :func:`rope_qk`.
+    """
+    from ..positions import rope as _rope
+
+    dim = q.shape[-1] if q.ndim else 0
+    rotary = dim if rotary_dim is None else rotary_dim
+    if inv_freq is None:
+        inv_freq = _rope.inv_freq(rotary, base, device=q.device)
+    if inv_freq.shape[-1] * 2 != rotary:
+        raise ValueError(
+            f"inv_freq must have rotary_dim // 2 = {rotary // 2} entries, got {inv_freq.shape[-1]}"
+        )
+    math = torch.float64 if q.dtype == torch.float64 else torch.float32
+    cos, sin = _rope.rope_cos_sin(positions, inv_freq, attention_factor, dtype=math)
+    return rope_qk(q, k, cos, sin, pairing=pairing)
