@@ -44,13 +44,14 @@ def slopes(num_heads: int) -> Tensor:
 
     Press et al. 2022 (arXiv:2108.12409), section 3: for ``n`` a power of two the slopes are
     the geometric sequence starting at ``2^{-8/n}`` with that same ratio,
-    ``m_k = 2^{-8k/n}`` (8 heads: 1/2, 1/4, ..., 1/256). For other head counts the paper's
-    rule: take the slopes of the closest power of two below ``n``, then fill up with every
-    other slope (the 1st, 3rd, 5th, ...) of the next power of two (so 6 heads get
-    1/4, 1/16, 1/64, 1/256, 1/2, 1/8: not sorted). These are the slopes of
-    the paper's reference code and of BLOOM (transformers' ``build_alibi_tensor``) for every
-    head count: each is the exact ``2^{-8k/n}`` rounded once to float32, which agrees with
-    BLOOM's float32 arithmetic to a few ulps (relative difference below 3e-6).
+    ``m_k = 2^{-8k/n}`` (8 heads: 1/2, 1/4, ..., 1/256). The paper only trains power-of-two
+    head counts; for the others this follows the workaround in the authors' reference code
+    (``get_slopes``): take the slopes of the closest power of two below ``n``, then fill up
+    with every other slope (the 1st, 3rd, 5th, ...) of the next power of two (so 6 heads get
+    1/4, 1/16, 1/64, 1/256, 1/2, 1/8: not sorted). BLOOM (transformers'
+    ``build_alibi_tensor``) uses the same rule. Each slope is the exact ``2^{-8k/n}`` rounded
+    once to float32, which agrees with BLOOM's float32 arithmetic to a few ulps (relative
+    difference below 3e-6).
 
     Refuses a ``num_heads`` that is not an integer ≥ 1.
     """
@@ -71,13 +72,13 @@ def alibi_bias_from_positions(
 
     ``b_{h,i,j} = -m_h · (i - j)`` for keys at or before the query (``causal=True``; keys
     after the query get 0, since the causal mask removes them anyway), or
-    ``-m_h · |i - j|`` (``causal=False``, the symmetric form used for encoders), with
-    ``i``/``j`` the query/key *positions*, not indices. Press et al. 2022
-    (arXiv:2108.12409), section 3.
+    ``-m_h · |i - j|`` (``causal=False``, a symmetric form for encoders; the paper itself
+    only trains causal language models), with ``i``/``j`` the query/key *positions*, not
+    indices. Press et al. 2022 (arXiv:2108.12409), section 3.
 
     Shapes: ``head_slopes`` ``[heads]``; positions ``[L]`` or ``[batch, L]``. Returns
     ``[heads, Lq, Lk]`` when both positions are 1-D, else ``[batch, heads, Lq, Lk]``
-    (float32). Refuses non-1-D slopes and float or negative positions.
+    (float32). Refuses slopes that are not 1-D float and float or negative positions.
     """
     head_slopes = check_tensor("head_slopes", head_slopes, ndim=1, floating=True)
     q_positions = check_positions("q_positions", q_positions)

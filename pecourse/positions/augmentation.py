@@ -8,7 +8,7 @@ integer positions a scheme is fed during training, so that a model trained on wi
   positions uniformly from ``[0, max_position)`` and sort them. Order is kept (so relative
   order, and for relative schemes the sign of every offset, is right), but the gaps vary,
   and every position up to ``max_position`` turns up in training.
-* **PoSE**, positional skip-wise training (Zhu et al. 2024, arXiv:2309.10400, section 3):
+* **PoSE**, positional skip-wise training (Zhu et al., ICLR 2024, arXiv:2309.10400):
   cut the window into ``num_chunks`` contiguous chunks and shift each chunk's ids by a
   skip ``u_c``, with ``0 = u_0 ≤ u_1 ≤ ... ≤ u_{N-1} ≤ target_len - seq_len``. Inside a
   chunk the ids stay consecutive (the model still sees ordinary local offsets); between
@@ -40,9 +40,10 @@ def randomized_positions(
 ) -> Tensor:
     r"""Sorted distinct positions drawn uniformly from ``[0, max_position)``.
 
-    Ruoss et al. 2023 (arXiv:2305.16843), section 3: for each training sequence, sample
-    ``seq_len`` positions without replacement from ``{0, ..., L-1}`` (``L = max_position``,
-    much larger than the training length) and sort them in increasing order.
+    Ruoss et al. 2023 (arXiv:2305.16843), the randomized positional encoding: for each
+    training sequence, sample ``seq_len`` positions without replacement from
+    ``{0, ..., L-1}`` (``L = max_position``, much larger than the training length) and sort
+    them in increasing order.
 
     Returns int64 ``[seq_len]``, or ``[batch, seq_len]`` with an independent draw per row
     when ``batch`` is given. Refuses ``seq_len`` < 1, ``max_position < seq_len`` (there are
@@ -70,7 +71,7 @@ def randomized_positions(
 def pose_layout(chunk_lengths, skips) -> Tensor:
     r"""PoSE position ids for given chunk lengths and skips (the deterministic part).
 
-    Zhu et al. 2024 (arXiv:2309.10400), section 3: chunk ``c`` covers tokens
+    Zhu et al. 2024 (arXiv:2309.10400), PoSE's chunked position ids: chunk ``c`` covers tokens
     ``s_c .. s_c + l_c - 1`` of the window (``s_c = l_0 + ... + l_{c-1}``) and gets ids
     ``s_c + u_c, ..., s_c + u_c + l_c - 1``. Returns int64 ``[sum(chunk_lengths)]``.
 
@@ -109,11 +110,13 @@ def pose_position_ids(
 ) -> Tensor:
     r"""Random PoSE position ids: ``seq_len`` ids, in order, spanning up to ``target_len``.
 
-    Zhu et al. 2024 (arXiv:2309.10400), section 3. Chunk lengths come from ``num_chunks - 1``
+    Zhu et al. 2024 (arXiv:2309.10400). Chunk lengths come from ``num_chunks - 1``
     distinct cut points drawn uniformly inside the window (every chunk non-empty); skips
     are ``num_chunks - 1`` draws from ``{0, ..., target_len - seq_len}``, sorted, after a
     first skip of 0. So the first chunk starts at id 0, ids rise strictly, and the last is
-    at most ``target_len - 1``. With ``num_chunks=2`` this is the paper's main setting.
+    at most ``target_len - 1``. ``num_chunks=2`` is what the authors' training script uses;
+    that script draws the first chunk's length from ``1..⌈seq_len/2⌉`` only, where this
+    function lets the cut fall anywhere in the window.
 
     Returns int64 ``[seq_len]``. Refuses ``seq_len`` < 1, ``target_len < seq_len``,
     ``num_chunks`` < 1 or > ``seq_len`` (a chunk would be empty) and a ``generator`` that

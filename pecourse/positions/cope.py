@@ -4,12 +4,12 @@ Every other scheme in the course counts *tokens*. CoPE lets the model decide wha
 each query ``i`` opens a gate on every key it can see,
 
 .. math::
-    g_{ij} = \sigma(q_i^\top k_j) \qquad (\text{eq. 3}),
+    g_{ij} = \sigma(q_i^\top k_j) \qquad (\text{the gate}),
 
 and the position of key ``j`` *relative to query i* is the number of open gates between them,
 
 .. math::
-    p_{ij} = \sum_{t=j}^{i} g_{it} \qquad (\text{eq. 4}).
+    p_{ij} = \sum_{t=j}^{i} g_{it} \qquad (\text{the contextual position}).
 
 If every gate is 1 this is the ordinary relative distance ``i - j + 1``; if gates open only on,
 say, sentence-final tokens, ``p_ij`` counts sentences. Positions are fractional, so the
@@ -21,8 +21,8 @@ position embedding is interpolated between the two neighbouring integer rows of 
 
 and the attention logit gains ``q_i^\top e[p_ij]``: ``a_ij = softmax_j(q_i^\top (k_j + e[p_ij]))``.
 Positions are clamped to a maximum ``p_max`` (the table has ``p_max + 1`` rows; every
-position past ``p_max`` shares the last row), and the paper's ``p_max`` is small: what is
-counted (sentences, paragraphs) rarely needs large numbers.
+position past ``p_max`` shares the last row, as in the paper's code), and ``p_max`` can be
+small: what is counted (sentences, paragraphs) rarely needs large numbers.
 
 The paper's efficient form, which :func:`cope_bias` follows: ``q_i^\top e[p]`` is linear in
 ``e``, so first compute ``q_i^\top e[n]`` for the ``p_max + 1`` *integer* positions (one small
@@ -62,7 +62,7 @@ def _check_qk(q: Tensor, k: Tensor) -> None:
 
 
 def cope_gates(q: Tensor, k: Tensor, *, scale: float | None = None) -> Tensor:
-    r"""Gates ``g_ij = σ(scale · q_i·k_j)`` under a causal mask (arXiv:2405.18719, eq. 3).
+    r"""Gates ``g_ij = σ(scale · q_i·k_j)`` under a causal mask (CoPE's gate, arXiv:2405.18719).
 
     ``q`` ``[batch, heads, Lq, d]``, ``k`` ``[batch, heads, Lk, d]`` with ``Lq <= Lk``; queries
     align with the *last* ``Lq`` keys (query ``i`` sits at key position ``Lk - Lq + i``), as in
@@ -70,8 +70,9 @@ def cope_gates(q: Tensor, k: Tensor, *, scale: float | None = None) -> Tensor:
     zeros wherever key ``j`` lies after query ``i``.
 
     ``scale`` defaults to ``1/sqrt(d)``: the paper's reference code takes the sigmoid of the
-    *scaled* attention logits; ``scale=1.0`` gives eq. 3 literally. Refuses non-4D or
-    non-float tensors, mismatched batch/heads/head_dim, and ``Lq > Lk``.
+    *scaled* attention logits; ``scale=1.0`` gives the paper's written gate literally.
+    Refuses non-4D or non-float tensors, mismatched batch/heads/head_dim, ``Lq > Lk``, and
+    a ``scale`` that is not > 0.
     """
     _check_qk(q, k)
     if scale is None:
@@ -80,19 +81,20 @@ def cope_gates(q: Tensor, k: Tensor, *, scale: float | None = None) -> Tensor:
     # Gates are summed over up to Lk keys: do it in float32 even for bf16 inputs.
     logits = (q.float() @ k.float().transpose(-2, -1)) * scale
     visible = causal_mask(q.shape[2], k.shape[2], device=q.device)
-    # σ(-inf) = 0: a key after the query opens no gate (the causal mask of eq. 4).
+    # A key after the query opens no gate: the sum for p_ij runs over keys up to i only.
     return torch.sigmoid(logits) * visible
 
 
 def cope_positions(gates: Tensor, max_position: int) -> Tensor:
-    r"""Contextual positions ``p_ij = min(Σ_{t=j..i} g_it, p_max)`` (arXiv:2405.18719, eq. 4).
+    r"""Contextual positions ``p_ij = min(Σ_{t=j..i} g_it, p_max)`` (CoPE, arXiv:2405.18719).
 
     ``gates`` ``[..., Lq, Lk]`` (zero after each query, as :func:`cope_gates` returns them)
     -> float positions of the same shape in ``[0, max_position]``. Because gates after the
     query are zero, the sum from ``j`` to ``i`` is a *reverse* cumulative sum along the key
     axis. With every visible gate equal to 1, ``p_ij = i - j + 1``.
 
-    Refuses ``max_position < 1`` (interpolation needs two table rows) and non-float gates.
+    Refuses ``max_position < 1`` (interpolation needs two table rows), non-float gates and
+    gates with fewer than 2 dimensions.
     """
     check_tensor("gates", gates, floating=True)
     if gates.ndim < 2:
@@ -110,7 +112,7 @@ def cope_bias(
     *,
     scale: float | None = None,
 ) -> Tensor:
-    r"""CoPE's additive logit ``q_i·e[p_ij]`` (arXiv:2405.18719, eqs. 3–4 + interpolation).
+    r"""CoPE's additive logit ``q_i·e[p_ij]`` (arXiv:2405.18719: gate, position sum, interpolation).
 
     ``q`` ``[batch, heads, Lq, d]``, ``k`` ``[batch, heads, Lk, d]`` (``Lq <= Lk``, queries at
     the end of the keys), ``embeddings`` ``[p_max + 1, d]`` shared by every head (as in the
@@ -119,8 +121,9 @@ def cope_bias(
 
     Efficient form: ``z[n] = q_i·e[n]`` for integer ``n`` (one ``[Lq, d] x [d, p_max+1]``
     product), then ``z[p] = (p-⌊p⌋) z[⌈p⌉] + (1-p+⌊p⌋) z[⌊p⌋]`` — equal to ``q_i·e[p]`` by
-    linearity of the interpolation. ``scale`` is passed to :func:`cope_gates`. Refuses a table with fewer
-    than 2 rows, a head_dim or head count that does not match ``q``, and ``Lq > Lk``.
+    linearity of the interpolation. ``scale`` is passed to :func:`cope_gates`. Refuses a
+    table that is not 2-D/3-D float or has fewer than 2 rows, a head_dim or head count that
+    does not match ``q``, and what :func:`cope_gates` refuses.
     """
     _check_qk(q, k)
     check_tensor("embeddings", embeddings, ndim=(2, 3), floating=True)
@@ -172,7 +175,9 @@ class CoPE(PositionScheme):
     CoPE ignores the integer position ids: its positions come from the content. It requires
     ``causal=True`` (``requires_causal``). Padding needs no special care under a causal mask:
     a left-padded key only changes ``p_ij`` for keys ``j`` before it, which are padding too.
-    Refuses ``max_position < 1``, a non-positive ``head_dim`` or ``num_heads``.
+    :meth:`score_bias` returns ``[batch, heads, Lq, Lk]`` in ``q``'s dtype (see
+    :func:`cope_bias`). Refuses ``max_position < 1``, a non-positive ``head_dim``,
+    ``num_heads`` or ``gate_scale``, and what :func:`cope_bias` refuses.
     """
 
     places = ("scores",)

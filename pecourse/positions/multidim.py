@@ -10,6 +10,9 @@ own, independent set of rotation planes:
   ``get_axial_freqs``): split the head dimension into ``n_axes`` contiguous chunks of
   ``d / n_axes``; chunk ``a`` is ordinary RoPE driven by coordinate ``a``. The score then
   depends on ``(Δrow, Δcol)`` — a 2D relative position. Chunk sizes must be even (pairs).
+  (Heo et al.'s own code, naver-ai/rope-vit, also uses contiguous halves but with base
+  100, and gives the first half to the column (x) coordinate; here coordinate 0 is the
+  row, as :func:`grid_positions` orders them.)
 * **M-RoPE** (Qwen2-VL, Wang et al. 2024, arXiv:2409.12191, §2.1): keep transformers'
   ``"half"`` pairing over the *whole* head, but hand the ``d/2`` frequencies out in three
   contiguous *sections* (``mrope_section``, e.g. ``[16, 24, 24]`` for ``d = 128``): section 0
@@ -108,8 +111,9 @@ def axial_inv_freq(head_dim: int, n_axes: int, base: float = 10000.0) -> Tensor:
     r"""Per-axis RoPE frequencies ``θ_i = base^{-2i/D}`` with ``D = head_dim / n_axes``.
 
     Every axis uses the same ``[D/2]`` float64 frequencies (arXiv:2403.13298, RoPE-Axial;
-    rotary-embedding-torch ``RotaryEmbedding(D, freqs_for="lang")``). Refuses a head_dim
-    that does not split into ``n_axes`` even chunks and ``base <= 1``.
+    rotary-embedding-torch ``RotaryEmbedding(D, freqs_for="lang")``; Heo et al.'s code
+    uses ``base=100``). Returns float64 ``[D/2]``. Refuses a head_dim that does not split
+    into ``n_axes`` even chunks, ``n_axes`` < 1 and ``base <= 1``.
     """
     return rope_inv_freq(_axis_dim(head_dim, n_axes), base)
 
@@ -217,9 +221,11 @@ class AxialRoPE(PositionScheme):
     ``[n_axes, batch, seq]`` (:func:`grid_positions` / :func:`pixel_coordinates`). When
     ``grid=(height, width)`` (or three sizes) is given, 1-D token indices ``[seq]`` are also
     accepted and unravelled in raster order (normalised to ``[-1, 1]`` for ``"pixel"``), so
-    the default positions of :func:`pecourse.attention.attention` work for one image. Refuses
-    a head_dim that does not split into ``n_axes`` even chunks, a grid with the wrong number
-    of axes, and 1-D positions without a grid.
+    the default positions of :func:`pecourse.attention.attention` work for one image.
+    ``rotate`` returns q/k with their shapes and dtypes. Refuses a head_dim that does not
+    split into ``n_axes`` even chunks, an unknown ``pairing`` or ``freqs_for``, a grid with
+    the wrong number of axes or non-positive sizes, 1-D positions without a grid (or beyond
+    it), and coordinates not shaped ``[n_axes, (batch,) seq]``.
     """
 
     places = ("qk",)
@@ -339,8 +345,9 @@ def mrope_cos_sin(
     one column per pair (not duplicated). Returns ``(cos, sin)`` ``[batch, seq, d/2]`` in
     ``dtype``, angles computed in float64, both scaled by ``attention_factor``.
 
-    Refuses positions not ``[3, batch, seq]`` or not non-negative integers, sections that
-    are not three positive ints summing to ``d/2``.
+    Refuses positions not ``[3, batch, seq]`` or not non-negative integers, an ``inv_freq``
+    that is not 1-D float, sections that are not three positive ints summing to ``d/2``,
+    and a negative ``attention_factor``.
     """
     positions = _check_mrope_positions(positions)
     check_tensor("inv_freq", inv_freq, ndim=1, floating=True)
@@ -376,8 +383,9 @@ def apply_mrope(
     (transformers' ``rotate_half``), which this matches to float32 round-off. With all three
     rows of ``positions`` equal (text) it is exactly 1D RoPE. Returns ``x``'s shape and dtype.
 
-    Refuses what :func:`mrope_cos_sin` refuses, positions whose batch/seq do not match
-    ``x``, an odd head_dim, an ``inv_freq`` not of length ``head_dim/2``, an unknown pairing.
+    Refuses what :func:`mrope_cos_sin` refuses, ``x`` not 4-D float, positions whose
+    batch/seq do not match ``x``, an odd head_dim, an ``inv_freq`` not of length
+    ``head_dim/2``, an unknown pairing.
     """
     _check_x(x)
     check_choice("pairing", pairing, PAIRINGS)
@@ -457,8 +465,10 @@ class MRoPE(PositionScheme):
     ``MRoPE(head_dim, mrope_section, base=10000.0, pairing="half")``. Hook positions are
     ``[3, batch, seq]`` (from :func:`mrope_position_ids`). 1-D ``[seq]`` or 2-D
     ``[batch, seq]`` positions are read as *text* and repeated on all three axes — what
-    Qwen2-VL does for text-only input — so M-RoPE then equals 1D RoPE. Refuses sections that
-    do not sum to ``head_dim/2`` (at construction) and an odd head_dim.
+    Qwen2-VL does for text-only input — so M-RoPE then equals 1D RoPE. ``rotate`` returns
+    q/k ``[batch, heads, seq, head_dim]`` with their dtypes. Refuses sections that do not
+    sum to ``head_dim/2`` (at construction), an odd head_dim, an unknown pairing, and what
+    :func:`apply_mrope` refuses.
     """
 
     places = ("qk",)

@@ -4,15 +4,20 @@ A RoPE model only knows the offsets ``Δ = m - n`` (query ``m``, key ``n``) it m
 training, ``0 ≤ Δ < L``. These methods keep nearby offsets exact and *remap* the far ones
 into the trained range, so a model can read past ``L`` without fine-tuning:
 
-* **ReRoPE** (Su 2023, "Rectified Rotary Position Embeddings", https://kexue.fm/archives/9708):
-  inside a window ``w`` the offset is exact; beyond it every offset is clipped to ``w``,
+* **ReRoPE** (Jianlin Su 2023, "Rectified Rotary Position Embeddings",
+  github.com/bojone/rerope; blog post https://kexue.fm/archives/9708): inside a window
+  ``w`` the offset is exact; beyond it every offset is clipped to ``w``,
   ``Δ' = min(Δ, w)``.
-* **Leaky ReRoPE** (same post): beyond ``w`` the offset keeps growing, but with slope
-  ``1/ratio``: ``Δ' = w + (Δ - w)/ratio`` (``ratio → ∞`` is ReRoPE, ``ratio = 1`` is RoPE).
-* **Self-Extend** (Jin et al. 2024, arXiv:2401.01325, §3): neighbour attention inside
-  ``w``; beyond it, *grouped* positions ``⌊p/G⌋`` for both query and key, with the query
-  shifted by ``w - ⌊w/G⌋`` so the two regions meet:
-  ``Δ' = ⌊m/G⌋ - ⌊n/G⌋ + w - ⌊w/G⌋`` (≈ ``w`` at ``Δ = w``).
+* **Leaky ReRoPE** (same post and repository): beyond ``w`` the offset keeps growing, but
+  with slope ``1/ratio``: ``Δ' = w + (Δ - w)/ratio`` (``ratio → ∞`` is ReRoPE,
+  ``ratio = 1`` is RoPE). The reference patches also multiply each query by
+  ``max(1, log(m+1)/log L)`` (log-n scaling); that is left out here.
+* **Self-Extend** (Jin et al. 2024, "LLM Maybe LongLM: Self-Extend LLM Context Window
+  Without Tuning", arXiv:2401.01325): neighbour attention inside ``w``; beyond it,
+  *grouped* positions ``⌊p/G⌋`` for both query and key, with the query shifted by
+  ``w - ⌊w/G⌋`` so the two regions meet: ``Δ' = ⌊m/G⌋ - ⌊n/G⌋ + w - ⌊w/G⌋`` (≈ ``w`` at
+  ``Δ = w``). (The reference code's full-sequence path shifts by ``w - w/G`` with true
+  division; the two agree when ``G`` divides ``w``, as in every published setting.)
 
 RoPE cannot express such a remapped offset with *one* rotation per token (the map is not
 ``f(m) - g(n)`` in the window and outside it at once), so every method computes two
@@ -109,7 +114,8 @@ def effective_offsets(
     ``Δ' = Δ`` for ``|Δ| < w``; beyond the window ReRoPE gives ``±w``, leaky ReRoPE
     ``±(w + (|Δ| - w)/ratio)``, Self-Extend ``⌊m/G⌋ - ⌊n/G⌋ ± (w - ⌊w/G⌋)``. This is what the
     merged scores of :func:`rerope_scores` and friends realise; plot it to see the remap.
-    Refuses an unknown ``method``, ``window < 1``, ``ratio < 1``, ``group_size < 1``.
+    Positions are integer ``[L]`` or ``[batch, L]``. Refuses an unknown ``method``,
+    ``window < 1``, ``ratio < 1``, ``group_size < 1``, and float or negative positions.
     """
     window, ratio, group_size = _check_method_args(method, window, ratio, group_size)
     q_positions = check_positions("q_positions", q_positions)
@@ -207,8 +213,10 @@ def rerope_scores(
     ``±window`` beyond.
 
     ``q`` ``[b, h, Lq, d]``, ``k`` ``[b, h_kv, Lk, d]`` (unrotated), positions integer
-    ``[L]`` or ``[b, L]``. Returns ``q'·k'/√d`` ``[b, h, Lq, Lk]``, before any mask.
-    Refuses ``window < 1`` and what :func:`pecourse.positions.rope.apply_rope` refuses.
+    ``[L]`` or ``[b, L]``. Returns ``q'·k'/√d`` ``[b, h, Lq, Lk]`` in ``q``'s dtype, before
+    any mask. Refuses ``window < 1``, a ``k`` whose batch or head size differs from ``q``'s
+    or whose head count does not divide ``h``, and what
+    :func:`pecourse.positions.rope.apply_rope` refuses.
     """
     return _merged_scores(
         q, k, q_positions, k_positions, "rerope", window, None, None, base, pairing, inv_freq
@@ -232,7 +240,7 @@ def leaky_rerope_scores(
     table takes float positions internally.
 
     Shapes as :func:`rerope_scores`. Refuses ``ratio < 1`` (that would *stretch* far
-    offsets) and ``window < 1``.
+    offsets), ``window < 1``, and what :func:`rerope_scores` refuses.
     """
     return _merged_scores(
         q, k, q_positions, k_positions, "leaky_rerope", window, ratio, None, base, pairing, inv_freq
@@ -251,13 +259,14 @@ def self_extend_scores(
     pairing: str = "half",
     inv_freq: Tensor | None = None,
 ) -> Tensor:
-    r"""Self-Extend logits (Jin et al. 2024, arXiv:2401.01325, §3 and its Algorithm 1).
+    r"""Self-Extend logits (Jin et al. 2024, arXiv:2401.01325, and its pseudocode).
 
     Neighbour attention (exact RoPE) for ``Δ < window``; grouped attention beyond, with key
     position ``⌊n/G⌋`` and query position ``⌊m/G⌋ + window - ⌊window/G⌋``. The largest
     offset over ``L`` tokens becomes about ``L/G + window``, so a model trained on ``L₀``
-    reads up to ``G·(L₀ - window) + window`` tokens. Shapes as :func:`rerope_scores`.
-    Refuses ``group_size < 1`` and ``window < 1``.
+    reads up to ``G·(L₀ - window) + window`` tokens (the authors' rule for choosing ``G``).
+    Shapes as :func:`rerope_scores`. Refuses ``group_size < 1``, ``window < 1``, and what
+    :func:`rerope_scores` refuses.
     """
     return _merged_scores(
         q,
@@ -317,7 +326,7 @@ class _RemappedRoPE(PositionScheme):
 
 class ReRoPE(_RemappedRoPE):
     """ReRoPE as a scheme: ``ReRoPE(window, base=10000.0, pairing="half")``; see
-    :func:`rerope_scores`."""
+    :func:`rerope_scores`. Refuses ``window < 1``, ``base`` ≤ 1 and an unknown pairing."""
 
     method = "rerope"
 
@@ -327,7 +336,7 @@ class ReRoPE(_RemappedRoPE):
 
 class LeakyReRoPE(_RemappedRoPE):
     """Leaky ReRoPE as a scheme: ``LeakyReRoPE(window, ratio, base=10000.0, pairing="half")``;
-    see :func:`leaky_rerope_scores`."""
+    see :func:`leaky_rerope_scores`. Refuses ``ratio < 1`` and what :class:`ReRoPE` refuses."""
 
     method = "leaky_rerope"
 
@@ -337,7 +346,8 @@ class LeakyReRoPE(_RemappedRoPE):
 
 class SelfExtend(_RemappedRoPE):
     """Self-Extend as a scheme (arXiv:2401.01325): ``SelfExtend(window, group_size,
-    base=10000.0, pairing="half")``; see :func:`self_extend_scores`."""
+    base=10000.0, pairing="half")``; see :func:`self_extend_scores`. Refuses
+    ``group_size < 1`` and what :class:`ReRoPE` refuses."""
 
     method = "self_extend"
 

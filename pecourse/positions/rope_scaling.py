@@ -19,8 +19,9 @@ The functions mirror transformers' ``ROPE_INIT_FUNCTIONS`` (and are tested again
 but compute in float64. ``ntk`` and ``ntk_by_parts`` are the formulas of the posts and the
 YaRN paper, which transformers folds into ``dynamic`` and ``yarn``.
 
-Every function refuses a ``factor`` below 1 (that would *shrink* the context), an odd
-``head_dim``, and non-positive lengths.
+Every function refuses an odd or non-positive ``head_dim`` and a ``base`` ≤ 1; those that
+take a ``factor`` refuse one below 1 (that would *shrink* the context), and those that take
+lengths refuse non-positive ones.
 """
 
 from __future__ import annotations
@@ -73,7 +74,10 @@ def _check_ntk_dim(head_dim: int) -> None:
 
 
 def default(head_dim: int, base: float = 10000.0) -> tuple[Tensor, float]:
-    r"""Unscaled RoPE: ``θ_i = b^{-2i/d}`` (arXiv:2104.09864, eq. 15); attention factor 1."""
+    r"""Unscaled RoPE: ``θ_i = b^{-2i/d}`` (arXiv:2104.09864, eq. 15); attention factor 1.
+
+    Returns ``(float64 [head_dim // 2], 1.0)``. Refuses an odd ``head_dim`` and ``base`` ≤ 1.
+    """
     head_dim, base = _check_common(head_dim, base)
     return _inv_freq(head_dim, base), 1.0
 
@@ -82,7 +86,9 @@ def linear(head_dim: int, base: float = 10000.0, *, factor: float) -> tuple[Tens
     r"""Position Interpolation (Chen et al. 2023, arXiv:2306.15595, §2.3): ``θ_i' = θ_i / s``.
 
     Dividing every frequency by ``s`` is the same as feeding positions ``m / s``: the
-    ``sL`` new positions are squeezed into the trained range ``[0, L)``.
+    ``sL`` new positions are squeezed into the trained range ``[0, L)``. Returns
+    ``(float64 [head_dim // 2], 1.0)``. Refuses ``factor`` < 1, an odd ``head_dim`` and
+    ``base`` ≤ 1.
     """
     head_dim, base = _check_common(head_dim, base)
     factor = _check_factor(factor)
@@ -95,7 +101,8 @@ def ntk(head_dim: int, base: float = 10000.0, *, factor: float) -> tuple[Tensor,
     Changes the base, ``b' = b · s^{d/(d-2)}``, so that ``θ_i' = θ_i · s^{-2i/(d-2)}``: the
     highest frequency (``i = 0``) is unchanged and the lowest (``i = d/2 - 1``) is divided by
     exactly ``s`` — interpolation for the slow dimensions, extrapolation for the fast.
-    Refuses ``head_dim < 4``.
+    Returns ``(float64 [head_dim // 2], 1.0)``. Refuses ``head_dim < 4`` (or odd),
+    ``factor`` < 1 and ``base`` ≤ 1.
     """
     head_dim, base = _check_common(head_dim, base)
     factor = _check_factor(factor)
@@ -118,12 +125,15 @@ def ntk_by_parts(
     For each pair, ``r_i = L / λ_i`` counts how many full turns it makes over the original
     context ``L`` (``λ_i = 2π/θ_i``). Pairs that turn often (``r > β``) are left alone,
     pairs that turn less than ``α`` times are interpolated like PI, and the ones between
-    are blended with the ramp ``γ(r) = (r - α)/(β - α)``:
+    are blended with the ramp ``γ(r) = (r - α)/(β - α)`` (the paper's suggested values for
+    the Llama family are the defaults here, ``α = 1``, ``β = 32``):
 
     .. math:: θ_i' = (1 - γ(r_i))\, θ_i / s + γ(r_i)\, θ_i
 
     This is the paper's ramp, linear in ``r``; :func:`yarn` uses transformers' (and the
-    YaRN code's) ramp, linear in the pair index. Refuses ``alpha >= beta``.
+    YaRN code's) ramp, linear in the pair index. Returns ``(float64 [head_dim // 2], 1.0)``.
+    Refuses ``alpha >= beta``, negative ``alpha``/``beta``, ``factor`` < 1,
+    ``original_max_position`` < 1, an odd ``head_dim`` and ``base`` ≤ 1.
     """
     head_dim, base = _check_common(head_dim, base)
     factor = _check_factor(factor)
@@ -139,7 +149,11 @@ def ntk_by_parts(
 
 
 def yarn_mscale(factor: float, mscale: float = 1.0) -> float:
-    r"""YaRN's temperature ``√(1/t) = 0.1·m·ln s + 1`` (arXiv:2309.00071, §3.4), 1 for s ≤ 1."""
+    r"""YaRN's temperature ``√(1/t) = 0.1·m·ln s + 1`` (arXiv:2309.00071, §3.4), 1 for s ≤ 1.
+
+    The paper has ``m = 1``; ``mscale`` is transformers' (DeepSeek's) generalisation. Takes
+    and returns plain floats and validates nothing (it is a helper of :func:`yarn`).
+    """
     return 1.0 if factor <= 1 else 0.1 * mscale * math.log(factor) + 1.0
 
 
@@ -169,8 +183,10 @@ def yarn(
     two boundary indices (floored/ceiled when ``truncate``) blends them — as in the YaRN code
     and transformers. Attention factor, unless given: ``√(1/t) = 0.1·ln s + 1``; with both
     ``mscale`` and ``mscale_all_dim`` set (DeepSeek-V2/V3) it is
-    ``yarn_mscale(s, mscale) / yarn_mscale(s, mscale_all_dim)``.
-    Refuses ``beta_fast <= beta_slow``.
+    ``yarn_mscale(s, mscale) / yarn_mscale(s, mscale_all_dim)``. Returns
+    ``(float64 [head_dim // 2], attention_factor)``. Refuses ``beta_fast <= beta_slow``,
+    non-positive betas, a negative ``attention_factor``, ``factor`` < 1,
+    ``original_max_position`` < 1, an odd ``head_dim`` and ``base`` ≤ 1.
     """
     head_dim, base = _check_common(head_dim, base)
     factor = _check_factor(factor)
@@ -220,7 +236,9 @@ def dynamic(
     (transformers' formula: the effective factor ``s·l/L - (s - 1)`` is 1 at ``l = L`` and
     grows linearly with ``l``). Call again whenever ``seq_len`` changes; a cache keyed on
     the longest length seen keeps the stretched frequencies for short inputs and is the
-    "stale dynamic-NTK cache" pitfall. Refuses ``head_dim < 4`` and ``seq_len < 1``.
+    "stale dynamic-NTK cache" pitfall. Returns ``(float64 [head_dim // 2], 1.0)``. Refuses
+    ``head_dim < 4`` (or odd), ``seq_len < 1``, ``original_max_position`` < 1, ``factor`` < 1
+    and ``base`` ≤ 1.
     """
     head_dim, base = _check_common(head_dim, base)
     factor = _check_factor(factor)
@@ -241,13 +259,19 @@ def llama3(
     low_freq_factor: float = 1.0,
     high_freq_factor: float = 4.0,
 ) -> tuple[Tensor, float]:
-    r"""Llama 3.1's piecewise scaling (Meta, "The Llama 3 Herd of Models", arXiv:2407.21783).
+    r"""Llama 3.1's piecewise scaling, as in Meta's reference code (``apply_scaling`` in
+    meta-llama/llama-models) and transformers' ``_compute_llama3_parameters``. The models are
+    described in "The Llama 3 Herd of Models" (Meta 2024, arXiv:2407.21783).
 
     With wavelengths ``λ_i = 2π/θ_i`` and ``L`` the original context: pairs with
     ``λ < L/high_freq_factor`` keep ``θ_i``; pairs with ``λ > L/low_freq_factor`` get
     ``θ_i/s``; in between, ``θ_i' = (1 - g)·θ_i/s + g·θ_i`` with
     ``g = (L/λ - low_freq_factor)/(high_freq_factor - low_freq_factor)``.
-    (Llama 3 itself uses ``base=500000``, ``factor=8``, ``L=8192``.) Refuses ``low_freq_factor >= high_freq_factor``.
+    (Llama 3.1 uses ``base=500000``, ``factor=8``, ``L=8192`` and the default low/high
+    factors 1 and 4; Llama 3.2 1B/3B use ``factor=32``.) Returns
+    ``(float64 [head_dim // 2], 1.0)``. Refuses ``low_freq_factor >= high_freq_factor``,
+    non-positive low/high factors, ``factor`` < 1, ``original_max_position`` < 1, an odd
+    ``head_dim`` and ``base`` ≤ 1.
     """
     head_dim, base = _check_common(head_dim, base)
     factor = _check_factor(factor)
@@ -300,9 +324,11 @@ def longrope(
     Each pair gets its own searched rescale factor: ``θ_i' = θ_i / λ_i`` with ``λ`` the
     ``long_factor`` list when ``seq_len > original_max_position`` and ``short_factor``
     otherwise (or when ``seq_len`` is None). The attention factor defaults to
-    ``√(1 + ln s / ln L)`` with ``s = max_position / original_max_position``.
-    Refuses factor lists that are not ``head_dim // 2`` positive numbers and
-    ``max_position < original_max_position``.
+    ``√(1 + ln s / ln L)`` with ``s = max_position / original_max_position`` (transformers'
+    formula for Phi-3). Returns ``(float64 [head_dim // 2], attention_factor)``. Refuses
+    factor lists that are not ``head_dim // 2`` positive numbers,
+    ``max_position < original_max_position``, lengths < 1, a negative
+    ``attention_factor``, an odd ``head_dim`` and ``base`` ≤ 1.
     """
     head_dim, base = _check_common(head_dim, base)
     original = check_int("original_max_position", original_max_position, minimum=1)

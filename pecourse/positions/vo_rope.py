@@ -3,9 +3,9 @@ r"""VO-RoPE / RoPER: rotary position on the values and the outputs.
 RoPE (:mod:`pecourse.positions.rope`) makes the attention *weights* relative:
 ``a_ij`` depends on ``i - j``. But the thing being averaged, ``v_j``, still carries no
 position, so the output cannot tell *where* the attended information came from. Rotating
-the values too fixes that (Su's blog post "VO-RoPE", kexue.fm, 2025; the same idea as
-labml.ai's RoPER, "Rotary Positional Embeddings with Relative distances", by Jonathan
-Whitaker and the labml team, 2022):
+the values too fixes that (Jianlin Su's blog post "VO-RoPE", kexue.fm, 2025; the same idea
+as RoPER, "Rotary Positional Embeddings with Relative distances", by Georges Harik and
+Varuna Jayasiri at labml.ai, research.labml.ai/RoPER.html):
 
 1. rotate each value by its own position: ``v_j \mapsto R_j v_j``;
 2. average as usual: ``u_i = \sum_j a_{ij} R_j v_j``;
@@ -18,7 +18,8 @@ Because rotations compose additively (``R_{-i} R_j = R_{j-i}``),
 
 so each contribution is rotated by the *relative* offset ``j - i``: shifting every position
 by the same amount changes nothing, exactly as for RoPE's scores. With ``rotate_qk=True``
-the scheme also applies ordinary RoPE to queries and keys (RoPER uses both).
+the scheme also applies ordinary RoPE to queries and keys (RoPER uses both; labml's
+implementation rotates half of each head's features by default, for q/k and for v).
 
 The inverse rotation uses a fact worth knowing: in the complex view of a pair
 (``z = x_1 + i x_2``, RoPE is ``z e^{i m θ}``), rotating backwards is
@@ -66,7 +67,8 @@ def rope_inverse(
     ``attention_factor`` (an inverse must not rescale). Computed as
     ``C · apply_rope(C · x, m)`` where ``C`` negates the second member of each pair
     (complex conjugation), since ``conj(conj(z) e^{imθ}) = z e^{-imθ}``. So
-    ``rope_inverse(apply_rope(x, m), m) == x`` to round-off.
+    ``rope_inverse(apply_rope(x, m), m) == x`` to round-off. Returns ``x``'s shape and
+    dtype.
     """
     check_tensor("x", x, ndim=4, floating=True)
     check_choice("pairing", pairing, PAIRINGS)
@@ -96,8 +98,8 @@ def vo_rope_values(
     r"""Step 1 of VO-RoPE: rotate each value by its own position, ``v_j \mapsto R_j v_j``.
 
     ``v`` ``[batch, kv_heads, Lk, head_dim]``; ``k_positions`` integer ``[Lk]`` or
-    ``[batch, Lk]``. This is RoPE (arXiv:2104.09864, eq. 34) applied to values; same
-    refusals as :func:`pecourse.positions.rope.apply_rope`.
+    ``[batch, Lk]``. This is RoPE (arXiv:2104.09864, eq. 34) applied to values; returns
+    ``v``'s shape and dtype; same refusals as :func:`pecourse.positions.rope.apply_rope`.
     """
     return apply_rope(
         v, k_positions, inv_freq=inv_freq, base=base, pairing=pairing, rotary_dim=rotary_dim
@@ -117,8 +119,8 @@ def vo_rope_output(
 
     ``out`` ``[batch, heads, Lq, head_dim]`` (the average ``u_i = Σ_j a_ij R_j v_j``);
     ``q_positions`` integer ``[Lq]`` or ``[batch, Lq]``. Together with
-    :func:`vo_rope_values` this gives ``o_i = Σ_j a_ij R_{j-i} v_j``. Same refusals as
-    :func:`rope_inverse`.
+    :func:`vo_rope_values` this gives ``o_i = Σ_j a_ij R_{j-i} v_j``. Returns ``out``'s
+    shape and dtype. Same refusals as :func:`rope_inverse`.
     """
     return rope_inverse(
         out, q_positions, inv_freq=inv_freq, base=base, pairing=pairing, rotary_dim=rotary_dim
@@ -132,9 +134,11 @@ class VORoPE(PositionScheme):
     ``transform_output`` rotates the average back by ``R_{-i}`` (:func:`vo_rope_output`).
     ``rotate_qk=True`` also applies RoPE to queries and keys with the same frequencies (as
     RoPER does), so both the weights and the values are relative. ``rotary_dim`` rotates
-    only the first dimensions (RoPER rotates a fraction of each head). Refuses an odd
-    ``head_dim``/``rotary_dim``, ``rotary_dim > head_dim``, ``base <= 1`` and an unknown
-    ``pairing``.
+    only the first dimensions (labml's RoPER rotates a fraction of each head). The hooks
+    take and return ``[batch, heads, L, head_dim]`` tensors with integer positions ``[L]``
+    or ``[batch, L]``. Refuses an odd ``head_dim``/``rotary_dim``, ``rotary_dim >
+    head_dim``, ``base <= 1``, an unknown ``pairing`` and a ``rotate_qk`` that is not a
+    bool (``TypeError``).
     """
 
     places = ("values",)  # ("qk", "values") when built with rotate_qk=True

@@ -1,4 +1,5 @@
-r"""xPos: RoPE with an exponential decay (Sun et al. 2022, arXiv:2212.10554, §3).
+r"""xPos: RoPE with an exponential decay (Sun et al., "A Length-Extrapolatable Transformer",
+arXiv:2212.10554, 2022; ACL 2023).
 
 RoPE's scores oscillate with distance but do not decay, and its fastest-turning pairs make
 attention unstable past the training length. xPos keeps the rotation and adds, per pair
@@ -8,7 +9,8 @@ attention unstable past the training length. xPos keeps the rotation and adds, p
     ζ_i = \frac{2i/d + γ}{1 + γ}, \qquad γ = 0.4,
 
 applied as ``ζ_i^{n/B}`` to the query at position ``n`` and ``ζ_i^{-m/B}`` to the key at
-position ``m`` (``B`` = ``scale_base`` = 512). In a score the two meet as
+position ``m`` (``B`` = ``scale_base`` = 512; ``γ`` and ``B`` are the values of the
+authors' torchscale code, whose ``(2i + 0.4d)/(1.4d)`` is this ``ζ_i``). In a score the two meet as
 ``ζ_i^{(n-m)/B}``: a factor that depends only on the offset, equals 1 at offset 0, and
 shrinks as the key falls further behind the query (``ζ_i < 1``). Fast pairs (small ``i``,
 small ``ζ_i``) decay fastest — exactly the ones that hurt extrapolation.
@@ -47,10 +49,10 @@ __all__ = ["xpos_zeta", "xpos_scale", "apply_xpos", "XPos"]
 
 
 def xpos_zeta(head_dim: int, gamma: float = 0.4) -> Tensor:
-    r"""Per-pair decay bases ``ζ_i = (2i/d + γ)/(1 + γ)`` (arXiv:2212.10554, §3.2).
+    r"""Per-pair decay bases ``ζ_i = (2i/d + γ)/(1 + γ)`` (xPos, arXiv:2212.10554).
 
     Returns float64 ``[head_dim // 2]``, increasing from ``γ/(1+γ)`` towards 1. Refuses an
-    odd ``head_dim`` and a negative ``gamma``.
+    odd ``head_dim`` and a ``gamma`` that is not > 0.
     """
     head_dim = check_even("head_dim", head_dim)
     gamma = check_float("gamma", gamma, minimum=0.0, strict_minimum=True)
@@ -69,7 +71,9 @@ def xpos_scale(
     r"""The query scale ``ζ_i^{(n - c)/B}`` for every position ``n`` and pair ``i``.
 
     ``positions`` ``[seq]`` or ``[batch, seq]`` -> float64 ``[..., seq, head_dim // 2]``; the
-    key scale is its reciprocal. Refuses a non-positive ``scale_base``.
+    key scale is its reciprocal. Refuses a non-positive ``scale_base``, a non-integer
+    ``center``, an odd ``head_dim`` and a ``gamma`` that is not > 0. (The positions
+    themselves are not validated here; :func:`apply_xpos` checks them first.)
     """
     scale_base = check_float("scale_base", scale_base, minimum=0.0, strict_minimum=True)
     center = check_int("center", center)
@@ -111,7 +115,7 @@ def apply_xpos(
     center: int | None = None,
     inv_freq: Tensor | None = None,
 ) -> tuple[Tensor, Tensor]:
-    r"""Rotate and scale queries and keys with xPos (arXiv:2212.10554, §3).
+    r"""Rotate and scale queries and keys with xPos (arXiv:2212.10554).
 
     ``q`` ``[b, h, Lq, d]``, ``k`` ``[b, h_kv, Lk, d]``; positions integer ``[L]`` or
     ``[b, L]``. Query pair ``i`` at position ``n`` becomes ``ζ_i^{(n-c)/B} R(nθ_i) q_i`` and
@@ -120,9 +124,11 @@ def apply_xpos(
     .. math:: ⟨q', k'⟩ = \sum_i ζ_i^{(n-m)/B} ⟨R(nθ_i) q_i, R(mθ_i) k_i⟩ .
 
     ``center`` ``c`` defaults to the middle of all positions; it does not change any score.
-    The scaled cos/sin tables are built in float64 and cast once. Refuses everything
-    :func:`pecourse.positions.rope.apply_rope` refuses, and position spans whose scales
-    overflow the input dtype. Causality is the caller's job (see :class:`XPos`).
+    The scaled cos/sin tables are built in float64 and cast once. Returns ``(q', k')`` with
+    the shapes and dtypes of ``q`` and ``k``. Refuses everything
+    :func:`pecourse.positions.rope.apply_rope` refuses, q and k of different head sizes, a
+    non-positive ``scale_base`` or ``gamma``, and position spans whose scales overflow the
+    input dtype. Causality is the caller's job (see :class:`XPos`).
     """
     q_positions, d_q = _check_rope_args(q, q_positions, pairing, None)
     k_positions, d_k = _check_rope_args(k, k_positions, pairing, None)
@@ -154,6 +160,9 @@ class XPos(PositionScheme):
     ``XPos(head_dim, base=10000.0, pairing="half", gamma=0.4, scale_base=512.0)``.
     ``requires_causal`` is True: :func:`pecourse.attention.attention` refuses it with
     ``causal=False``, because a key after its query would be scaled up without bound.
+    ``rotate`` takes and returns q/k ``[batch, heads, L, head_dim]``. Refuses an odd
+    ``head_dim``, ``base`` ≤ 1, an unknown ``pairing``, non-positive ``gamma`` or
+    ``scale_base``, q/k of another head size, and what :func:`apply_xpos` refuses.
     """
 
     places = ("qk",)
