@@ -32,7 +32,7 @@ import math
 import torch
 from torch import Tensor
 
-from .._validate import check_choice, check_even, check_float, check_int
+from .._validate import check_choice, check_even, check_float, check_int, check_positions
 from ..attention import PositionScheme
 from .rope import (
     PAIRINGS,
@@ -72,9 +72,10 @@ def xpos_scale(
 
     ``positions`` ``[seq]`` or ``[batch, seq]`` -> float64 ``[..., seq, head_dim // 2]``; the
     key scale is its reciprocal. Refuses a non-positive ``scale_base``, a non-integer
-    ``center``, an odd ``head_dim`` and a ``gamma`` that is not > 0. (The positions
-    themselves are not validated here; :func:`apply_xpos` checks them first.)
+    ``center``, an odd ``head_dim``, a ``gamma`` that is not > 0, and positions that are not
+    non-negative integers.
     """
+    positions = check_positions("positions", positions)
     scale_base = check_float("scale_base", scale_base, minimum=0.0, strict_minimum=True)
     center = check_int("center", center)
     zeta = xpos_zeta(head_dim, gamma)

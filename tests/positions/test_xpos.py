@@ -132,3 +132,15 @@ def test_refuses_mismatched_head_dims():
         apply_xpos(
             torch.randn(1, 1, 2, 8), torch.randn(1, 1, 2, 4), torch.arange(2), torch.arange(2)
         )
+
+
+@pytest.mark.parametrize(
+    "bad, error",
+    [(torch.tensor([0.5, 1.5]), TypeError), (torch.tensor([-1, 0]), ValueError)],
+    ids=["float", "negative"],
+)
+def test_xpos_scale_refuses_bad_positions(bad, error):
+    from pecourse.positions.xpos import xpos_scale
+
+    with pytest.raises(error, match="positions"):
+        xpos_scale(bad, 8)
