@@ -93,6 +93,36 @@ def wavelengths(dim, base=10000.0):
         },
         {"test_wavelengths"},
     ),
+    "13_position_augmented_training": (
+        {
+            # samples with replacement: positions can repeat
+            "answer_randomized": """
+def randomized_positions(seq_len, max_position, generator):
+    if max_position < seq_len:
+        raise ValueError("max_position < seq_len")
+    return torch.randint(0, max_position, (seq_len,), generator=generator).sort().values
+""",
+        },
+        {"test_randomized"},
+    ),
+    "14_rope_scaling": (
+        {
+            # the exponent upside down: (d-2)/d instead of d/(d-2)
+            "answer_ntk": """
+def ntk_base(base, factor, head_dim):
+    return base * factor ** ((head_dim - 2) / head_dim)
+""",
+            # rounds the low boundary up instead of down (Llama 2: 21 instead of 20)
+            "answer_range": """
+def yarn_correction_range(head_dim, base, original_max_position, beta_fast=32.0, beta_slow=1.0):
+    def pair_index(turns):
+        return head_dim * math.log(original_max_position / (turns * 2 * math.pi)) / (2 * math.log(base))
+
+    return max(math.ceil(pair_index(beta_fast)), 0), min(math.ceil(pair_index(beta_slow)), head_dim - 1)
+""",
+        },
+        {"test_ntk", "test_range", "test_yarn"},
+    ),
     "16_rope_base_frequency": (
         {
             # forgets the 2*pi: returns 1/theta_i, the period in radians per position
