@@ -1,0 +1,416 @@
+r"""Position biases through FlexAttention: ALiBi, T5 buckets, causal and sliding-window masks.
+
+The readable way to add a position bias (:func:`pecourse.attention.attention` with an
+:class:`~pecourse.positions.alibi.ALiBi` or
+:class:`~pecourse.positions.relative.T5RelativeBias` scheme) builds the bias as a tensor
+``[heads, Lq, Lk]``: quadratic memory, 128 MiB of float32 for 8 heads at 2048 tokens, before
+the scores themselves. Yet the bias is a *function* of ``(head, i, j)``:
+
+- ALiBi (Press et al. 2022, arXiv:2108.12409, sec. 3): ``b = -m_h (i - j)``;
+- T5 (Raffel et al. 2020, arXiv:1910.10683, sec. 2.1): ``b = table[bucket(j - i), h]``;
+
+and masks are predicates: causal ``j <= i``, sliding window ``i - window < j <= i``.
+FlexAttention (``torch.nn.attention.flex_attention``, Dong et al. 2024, arXiv:2412.05496)
+takes exactly that: a ``score_mod(score, b, h, q_idx, kv_idx)`` evaluated inside the fused
+kernel, and a ``BlockMask`` — for every 128 x 128 tile, is it empty, full or partial —
+built from a ``mask_mod(b, h, q_idx, kv_idx)``, so empty tiles are skipped. Nothing
+``Lq x Lk`` is ever stored: ALiBi needs ``heads`` slopes, T5 a ``[heads, Lq + Lk - 1]``
+table of the bias at every relative distance (linear in length), and the block mask
+``(L / 128)^2`` small integers (:func:`memory_report` prints both sides).
+
+Positions follow :func:`pecourse.attention.attention`: keys sit at ``0..Lk-1``; queries at
+``q_offset + 0..Lq-1`` with ``q_offset = Lk - Lq`` for causal attention (decoding with a
+cache) and 0 otherwise.
+
+FlexAttention is fused only under ``torch.compile`` (eager mode falls back to an
+implementation that materialises the scores, with a warning). On a CPU it compiles to a C++
+kernel (forward only: no backward on the CPU). :func:`flex_attention` compiles once per
+process and reuses the compiled function; pass ``compiled=`` your own
+``torch.compile(torch.nn.attention.flex_attention.flex_attention)`` to control caching
+(tests compile a fresh one each).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import torch
+from torch import Tensor
+
+from .._validate import check_int, check_tensor
+
+__all__ = [
+    "alibi_score_mod",
+    "t5_score_mod",
+    "causal_mask_mod",
+    "sliding_window_mask_mod",
+    "block_mask",
+    "flex_attention",
+    "flex_attention_alibi",
+    "flex_attention_t5",
+    "materialised_alibi_mask",
+    "memory_report",
+]
+
+_COMPILED: Callable | None = None
+
+
+def _compiled_flex() -> Callable:
+    global _COMPILED
+    if _COMPILED is None:
+        from torch.nn.attention.flex_attention import flex_attention as _flex
+
+        _COMPILED = torch.compile(_flex, dynamic=False)
+    return _COMPILED
+
+
+def _default_offset(q_len: int, k_len: int, causal: bool) -> int:
+    return k_len - q_len if causal else 0
+
+
+# --------------------------------------------------------------------------------------
+# score_mods and mask_mods
+# --------------------------------------------------------------------------------------
+
+
+def alibi_score_mod(head_slopes: Tensor, *, q_offset: int = 0, causal: bool = True):
+    r"""``score_mod`` adding ALiBi's ``-m_h (i - j)`` (arXiv:2108.12409, sec. 3).
+
+    ``head_slopes`` ``[heads]`` (from :func:`pecourse.positions.alibi.slopes`); query ``q_idx``
+    sits at position ``i = q_idx + q_offset``, key ``kv_idx`` at ``j = kv_idx``.
+    ``causal=True`` uses ``-m_h (i - j)`` (keys after the query must be masked by the block
+    mask); ``causal=False`` the symmetric ``-m_h |i - j|``.
+    """
+    check_tensor("head_slopes", head_slopes, ndim=1, floating=True)
+    q_offset = check_int("q_offset", q_offset, minimum=0)
+    m = head_slopes.to(torch.float32)
+
+    if causal:
+
+        def score_mod(score, b, h, q_idx, kv_idx):
+            # b_ij = -m_h (i - j) = m_h (j - i); j > i never survives the causal mask.
+            return score + m[h] * (kv_idx - (q_idx + q_offset)).to(torch.float32)
+
+    else:
+
+        def score_mod(score, b, h, q_idx, kv_idx):
+            return score - m[h] * (kv_idx - (q_idx + q_offset)).abs().to(torch.float32)
+
+    return score_mod
+
+
+def t5_relative_table(
+    table: Tensor,
+    q_len: int,
+    k_len: int,
+    *,
+    q_offset: int = 0,
+    bidirectional: bool = True,
+    max_distance: int = 128,
+) -> Tensor:
+    """The T5 bias at every relative distance: ``[heads, q_len + k_len - 1]`` float32.
+
+    Column ``c`` holds ``table[bucket(j - i), h]`` for ``j - i = c - (q_len - 1 + q_offset)``
+    (every distance that occurs for these lengths), using
+    :func:`pecourse.positions.relative.t5_bucket` — so the lookup inside the kernel is a plain
+    index, with the same buckets as the reference.
+    """
+    from ..positions.relative import t5_bucket
+
+    check_tensor("table", table, ndim=2, floating=True)
+    q_len = check_int("q_len", q_len, minimum=1)
+    k_len = check_int("k_len", k_len, minimum=1)
+    q_offset = check_int("q_offset", q_offset, minimum=0)
+    lowest = -(q_len - 1 + q_offset)  # j - i for the last query and the first key
+    rel = torch.arange(lowest, k_len - q_offset, device=table.device)
+    buckets = t5_bucket(
+        rel, bidirectional=bidirectional, num_buckets=table.shape[0], max_distance=max_distance
+    )
+    return table[buckets].T.to(torch.float32).contiguous()  # [heads, distances]
+
+
+def t5_score_mod(
+    table: Tensor,
+    q_len: int,
+    k_len: int,
+    *,
+    q_offset: int = 0,
+    bidirectional: bool = True,
+    max_distance: int = 128,
+):
+    r"""``score_mod`` adding T5's ``table[bucket(j - i), h]`` (arXiv:1910.10683, sec. 2.1).
+
+    ``table`` ``[num_buckets, heads]`` (``T5RelativeBias.table.weight``). The buckets are
+    looked up once per relative distance (:func:`t5_relative_table`, linear in length);
+    inside the kernel the bias is one gather.
+    """
+    rel_bias = t5_relative_table(
+        table,
+        q_len,
+        k_len,
+        q_offset=q_offset,
+        bidirectional=bidirectional,
+        max_distance=max_distance,
+    )
+    shift = q_len - 1  # column of (kv_idx - q_idx) = (j - i) - lowest
+
+    def score_mod(score, b, h, q_idx, kv_idx):
+        return score + rel_bias[h, kv_idx - q_idx + shift]
+
+    return score_mod
+
+
+def causal_mask_mod(q_offset: int = 0):
+    """``mask_mod`` keeping key ``j`` for query ``i = q_idx + q_offset`` when ``j <= i``."""
+    q_offset = check_int("q_offset", q_offset, minimum=0)
+
+    def mask_mod(b, h, q_idx, kv_idx):
+        return kv_idx <= q_idx + q_offset
+
+    return mask_mod
+
+
+def sliding_window_mask_mod(window: int, q_offset: int = 0):
+    """``mask_mod`` for causal sliding-window attention: ``i - window < j <= i``.
+
+    Each query sees itself and the ``window - 1`` keys before it (Mistral's convention,
+    ``window`` tokens in all). Refuses ``window < 1``.
+    """
+    window = check_int("window", window, minimum=1)
+    q_offset = check_int("q_offset", q_offset, minimum=0)
+
+    def mask_mod(b, h, q_idx, kv_idx):
+        i = q_idx + q_offset
+        return (kv_idx <= i) & (i - kv_idx < window)
+
+    return mask_mod
+
+
+def block_mask(mask_mod, q_len: int, k_len: int, *, device="cpu", block_size: int = 128):
+    """The :class:`~torch.nn.attention.flex_attention.BlockMask` of ``mask_mod`` (shared by
+    batch and heads): per ``block_size`` tile, empty / full / partial."""
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    q_len = check_int("q_len", q_len, minimum=1)
+    k_len = check_int("k_len", k_len, minimum=1)
+    return create_block_mask(
+        mask_mod, None, None, q_len, k_len, device=device, BLOCK_SIZE=block_size
+    )
+
+
+# --------------------------------------------------------------------------------------
+# Attention
+# --------------------------------------------------------------------------------------
+
+
+def _check_qkv(q: Tensor, k: Tensor, v: Tensor) -> None:
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        check_tensor(name, t, ndim=4, floating=True)
+    if k.shape != v.shape:
+        raise ValueError(
+            f"k and v must have the same shape, got {tuple(k.shape)} and {tuple(v.shape)}"
+        )
+    if k.shape[0] != q.shape[0] or k.shape[3] != q.shape[3]:
+        raise ValueError(
+            f"k must be [batch={q.shape[0]}, kv_heads, Lk, head_dim={q.shape[3]}], got "
+            f"{tuple(k.shape)}"
+        )
+    if q.shape[1] % k.shape[1]:
+        raise ValueError(
+            f"query heads ({q.shape[1]}) must be a multiple of key/value heads ({k.shape[1]})"
+        )
+
+
+def flex_attention(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    *,
+    score_mod=None,
+    block_mask=None,
+    compiled: Callable | bool = True,
+) -> Tensor:
+    """FlexAttention with the course's conventions (``1/sqrt(d)`` scale, GQA allowed).
+
+    ``q`` ``[b, h, Lq, d]``, ``k``/``v`` ``[b, h_kv, Lk, d]``. ``compiled=True`` uses one
+    process-wide ``torch.compile``\\ d FlexAttention; a callable is used as given; ``False``
+    calls the eager (score-materialising) implementation.
+    """
+    _check_qkv(q, k, v)
+    kwargs = dict(
+        score_mod=score_mod,
+        block_mask=block_mask,
+        scale=1.0 / math.sqrt(q.shape[-1]),
+        enable_gqa=q.shape[1] != k.shape[1],
+    )
+    if compiled is False:
+        from torch.nn.attention.flex_attention import flex_attention as eager
+
+        return eager(q, k, v, **kwargs)
+    if compiled is not True:
+        return compiled(q, k, v, **kwargs)
+    try:
+        return _compiled_flex()(q, k, v, **kwargs)
+    except Exception as exc:
+        # torch 2.13's CPU FlexAttention template can emit C++ that does not compile when a
+        # second, different score_mod is compiled in the same process (an undeclared
+        # ``cur_kvSplitSize2``). Clearing dynamo's caches and compiling afresh avoids it.
+        if type(exc).__name__ not in ("InductorError", "BackendCompilerFailed"):
+            raise
+        global _COMPILED
+        torch._dynamo.reset()
+        _COMPILED = None
+        return _compiled_flex()(q, k, v, **kwargs)
+
+
+def _mask_for(q_len, k_len, causal, window, q_offset, device):
+    if window is not None:
+        return block_mask(sliding_window_mask_mod(window, q_offset), q_len, k_len, device=device)
+    if causal:
+        return block_mask(causal_mask_mod(q_offset), q_len, k_len, device=device)
+    return None
+
+
+def flex_attention_alibi(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    *,
+    causal: bool = True,
+    window: int | None = None,
+    mask=None,
+    compiled: Callable | bool = True,
+) -> Tensor:
+    """Attention with ALiBi, equal to ``attention(q, k, v, ALiBi(heads, causal=causal),
+    causal=causal)`` without an ``Lq x Lk`` tensor.
+
+    ``window`` adds a causal sliding window. ``mask`` reuses a :func:`block_mask` built for
+    the same lengths (building one costs more than a short attention call). Refuses a
+    ``window`` without ``causal``.
+    """
+    from ..positions.alibi import slopes
+
+    _check_qkv(q, k, v)
+    if window is not None and not causal:
+        raise ValueError("window (sliding-window attention) requires causal=True")
+    q_len, k_len = q.shape[2], k.shape[2]
+    offset = _default_offset(q_len, k_len, causal)
+    mod = alibi_score_mod(slopes(q.shape[1]).to(q.device), q_offset=offset, causal=causal)
+    if mask is None:
+        mask = _mask_for(q_len, k_len, causal, window, offset, q.device)
+    return flex_attention(q, k, v, score_mod=mod, block_mask=mask, compiled=compiled)
+
+
+def flex_attention_t5(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    table: Tensor,
+    *,
+    causal: bool = False,
+    bidirectional: bool | None = None,
+    max_distance: int = 128,
+    window: int | None = None,
+    mask=None,
+    compiled: Callable | bool = True,
+) -> Tensor:
+    """Attention with T5's bucketed bias (``table`` ``[num_buckets, heads]``), equal to
+    ``attention(q, k, v, T5RelativeBias(...), causal=causal)`` with that table.
+
+    ``bidirectional`` defaults to ``not causal`` (T5's encoder vs decoder).
+    """
+    _check_qkv(q, k, v)
+    check_tensor("table", table, ndim=2, floating=True)
+    if table.shape[1] != q.shape[1]:
+        raise ValueError(
+            f"table must be [num_buckets, heads={q.shape[1]}], got {tuple(table.shape)}"
+        )
+    if window is not None and not causal:
+        raise ValueError("window (sliding-window attention) requires causal=True")
+    bidirectional = (not causal) if bidirectional is None else bool(bidirectional)
+    q_len, k_len = q.shape[2], k.shape[2]
+    offset = _default_offset(q_len, k_len, causal)
+    mod = t5_score_mod(
+        table,
+        q_len,
+        k_len,
+        q_offset=offset,
+        bidirectional=bidirectional,
+        max_distance=max_distance,
+    )
+    if mask is None:
+        mask = _mask_for(q_len, k_len, causal, window, offset, q.device)
+    return flex_attention(q, k, v, score_mod=mod, block_mask=mask, compiled=compiled)
+
+
+# --------------------------------------------------------------------------------------
+# The quadratic alternative, and what it costs
+# --------------------------------------------------------------------------------------
+
+
+def materialised_alibi_mask(
+    num_heads: int,
+    q_len: int,
+    k_len: int,
+    *,
+    causal: bool = True,
+    window: int | None = None,
+    dtype=torch.float32,
+    device="cpu",
+) -> Tensor:
+    """ALiBi bias plus ``-inf`` where masked, ``[heads, Lq, Lk]``: what SDPA needs as
+    ``attn_mask`` to do the same as :func:`flex_attention_alibi`. Quadratic in length."""
+    from ..attention import causal_mask
+    from ..positions.alibi import alibi_bias
+
+    bias = alibi_bias(num_heads, q_len, k_len, causal=causal).to(device=device, dtype=dtype)
+    if causal:
+        keep = causal_mask(q_len, k_len, device=device)
+        if window is not None:
+            i = torch.arange(q_len, device=device)[:, None] + (k_len - q_len)
+            j = torch.arange(k_len, device=device)[None, :]
+            keep = keep & (i - j < window)
+        bias = bias.masked_fill(~keep, float("-inf"))
+    return bias
+
+
+def _block_mask_bytes(mask) -> int:
+    if mask is None:
+        return 0
+    return sum(t.numel() * t.element_size() for t in mask.as_tuple() if isinstance(t, Tensor))
+
+
+def memory_report(
+    num_heads: int,
+    q_len: int,
+    k_len: int | None = None,
+    *,
+    causal: bool = True,
+    window: int | None = None,
+    num_buckets: int = 32,
+    dtype=torch.float32,
+) -> dict:
+    """Bytes of position information each way of computing biased attention needs.
+
+    ``materialised_bias_bytes``: the ``[heads, Lq, Lk]`` bias/mask SDPA or the reference
+    builds. ``flex_block_mask_bytes``: FlexAttention's block mask (0 when nothing is
+    masked); ``flex_alibi_bytes``: the slopes; ``flex_t5_bytes``: the per-distance table.
+    """
+    num_heads = check_int("num_heads", num_heads, minimum=1)
+    q_len = check_int("q_len", q_len, minimum=1)
+    k_len = q_len if k_len is None else check_int("k_len", k_len, minimum=1)
+    offset = _default_offset(q_len, k_len, causal)
+    mask = _mask_for(q_len, k_len, causal, window, offset, "cpu")
+    itemsize = torch.empty((), dtype=dtype).element_size()
+    return {
+        "num_heads": num_heads,
+        "q_len": q_len,
+        "k_len": k_len,
+        "causal": causal,
+        "window": window,
+        "materialised_bias_bytes": num_heads * q_len * k_len * itemsize,
+        "flex_block_mask_bytes": _block_mask_bytes(mask),
+        "flex_alibi_bytes": num_heads * 4,
+        "flex_t5_bytes": num_heads * (q_len + k_len - 1) * 4 + num_buckets * num_heads * 4,
+    }
