@@ -45,6 +45,50 @@ def alibi_slopes(num_heads):
         },
         {"test_slopes_12"},
     ),
+    "04_effective_vs_nominal_context": (
+        {
+            # off by one: counts L - d + 1 pairs at distance d
+            "answer_counts": """
+def distance_counts(train_len):
+    return train_len - torch.arange(train_len) + 1
+""",
+        },
+        {"test_counts"},
+    ),
+    "05_multidimensional_rope": (
+        {
+            # text after the image continues from the token count, not from max id + 1
+            "answer_sequence": """
+def mrope_ids(text_before, grid_h, grid_w, text_after):
+    before = torch.arange(text_before).expand(3, -1)
+    image = image_ids(grid_h, grid_w, text_before)
+    start = text_before + grid_h * grid_w
+    after = (torch.arange(text_after) + start).expand(3, -1)
+    return torch.cat([before, image, after], dim=1).long()
+""",
+        },
+        {"test_sequence"},
+    ),
+    "06_positional_encodings": (
+        {
+            # rotates by -p*theta: still shift-invariant, still the identity at 0, so only
+            # the hidden test notices
+            "answer_rotary": """
+def rotary_scores(q, k, positions):
+    d = q.shape[-1]
+    theta = 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    angle = -positions.to(torch.float64)[:, None] * theta
+    cos, sin = torch.cos(angle), torch.sin(angle)
+
+    def rotate(x):
+        a, b = x[..., 0::2].double(), x[..., 1::2].double()
+        return torch.stack((a * cos - b * sin, a * sin + b * cos), dim=-1).flatten(-2)
+
+    return (rotate(q) @ rotate(k).T / math.sqrt(d)).to(q.dtype)
+""",
+        },
+        {"test_rotary"},
+    ),
     "07_relative_position_representations": (
         {
             # relative position read as query - key: buckets land on the wrong side
@@ -93,6 +137,40 @@ def wavelengths(dim, base=10000.0):
         },
         {"test_wavelengths"},
     ),
+    "10_contextual_position_encoding": (
+        {
+            # prefix sum (keys 0..j) instead of the suffix sum from the key to the query
+            "answer_positions": """
+def cope_positions(q, k):
+    seq = q.shape[0]
+    causal = torch.ones(seq, seq, dtype=torch.bool).tril()
+    gates = torch.sigmoid(q @ k.T) * causal
+    return gates.cumsum(-1) * causal
+""",
+        },
+        {"test_positions"},
+    ),
+    "11_interleaving_rope_and_nope": (
+        {
+            # off by one: makes layer 0 a NoPE layer
+            "answer_plan": """
+def layer_plan(num_layers, interval=4):
+    return ["nope" if layer % interval == 0 else "rope" for layer in range(num_layers)]
+""",
+        },
+        {"test_plan"},
+    ),
+    "12_length_extrapolation": (
+        {
+            # mean of exp(nll) instead of exp(mean nll): right for a uniform model only
+            "answer_perplexity": """
+def perplexity(logits, targets):
+    nll = torch.nn.functional.cross_entropy(logits.double(), targets, reduction="none")
+    return nll.exp().mean().item()
+""",
+        },
+        {"test_perplexity"},
+    ),
     "13_position_augmented_training": (
         {
             # samples with replacement: positions can repeat
@@ -122,6 +200,16 @@ def yarn_correction_range(head_dim, base, original_max_position, beta_fast=32.0,
 """,
         },
         {"test_ntk", "test_range", "test_yarn"},
+    ),
+    "15_nope": (
+        {
+            # floor instead of round: 1/o - 1 lands just below the integer in float32
+            "answer_recover": """
+def recover_positions(o):
+    return torch.floor(1.0 / o - 1.0).long()
+""",
+        },
+        {"test_recover"},
     ),
     "16_rope_base_frequency": (
         {
