@@ -166,6 +166,7 @@ _error: str | None = None
 _tried = False
 _pool: ThreadPoolExecutor | None = None
 _pool_size = 0
+_pool_pid = 0
 
 # Below this many elements the thread pool costs more than it saves.
 _PARALLEL_MIN_NUMEL = 1 << 16
@@ -289,10 +290,12 @@ def build_error() -> str | None:
 
 
 def _executor(n: int) -> ThreadPoolExecutor:
-    global _pool, _pool_size
-    if _pool is None or _pool_size < n:
+    global _pool, _pool_size, _pool_pid
+    # A pool inherited through fork() (DataLoader workers) has no threads in the child:
+    # make a new one there rather than wait forever on it.
+    if _pool is None or _pool_size < n or _pool_pid != os.getpid():
         _pool = ThreadPoolExecutor(max_workers=n, thread_name_prefix="pecourse-rope")
-        _pool_size = n
+        _pool_size, _pool_pid = n, os.getpid()
     return _pool
 
 

@@ -167,3 +167,19 @@ def test_refusals_name_the_parameter(kwargs, match):
     pairing = args.pop("pairing", "half")
     with pytest.raises((ValueError, TypeError), match=match):
         rope_cpu.rotate(args["x"], args["cos"], args["sin"], pairing=pairing)
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs os.fork")
+def test_thread_pool_survives_fork():
+    """A forked child (DataLoader worker) must not wait on the parent's dead pool threads."""
+    code = (
+        "import os, torch; from pecourse.kernels import rope_cpu as r;"
+        "torch.set_num_threads(2); x = torch.randn(4, 8, 128, 64);"
+        "c, s = torch.rand(128, 32), torch.rand(128, 32); a = r.rotate(x, c, s);"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    os._exit(0 if torch.equal(r.rotate(x, c, s), a) else 3)\n"
+        "_, status = os.waitpid(pid, 0); print('child', os.waitstatus_to_exitcode(status))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and "child 0" in out.stdout, out.stderr
