@@ -329,7 +329,10 @@ class TinyGPT(nn.Module):
             raise ValueError(
                 f"positions must be [seq={s}] or [batch={b}, seq={s}], got {tuple(positions.shape)}"
             )
-        x = self.input_scheme.embed(self.tok_emb(idx), positions)
+        x = self.tok_emb(idx)
+        if self.config.plan == "sinusoidal":  # Vaswani et al. 2017, section 3.4: scale by √d
+            x = x * math.sqrt(self.config.d_model)  # so the fixed table does not drown the tokens
+        x = self.input_scheme.embed(x, positions)
         for block in self.blocks:
             x = block(x, positions)
         logits = self.ln_f(x) @ self.tok_emb.weight.T  # tied output layer

@@ -1,0 +1,130 @@
+"""TinyGPT: plans, the fused attention path, checkpoints and clear errors."""
+
+import json
+
+import pytest
+import torch
+
+from pecourse.model import (
+    SCHEMES,
+    ModelConfig,
+    TinyGPT,
+    build_scheme,
+    list_checkpoints,
+    load_checkpoint,
+    save_checkpoint,
+)
+
+SMALL = dict(d_model=32, n_layers=2, n_heads=4, train_len=32)
+
+
+@pytest.mark.parametrize(
+    "plan", ["nope", "learned", "sinusoidal", "rope", "alibi", "t5", "xpos", "cope", "shaw"]
+)
+def test_every_scheme_builds_and_fused_path_matches_step_by_step(plan):
+    torch.manual_seed(0)
+    model = TinyGPT(ModelConfig(plan=plan, **SMALL))
+    for p in model.parameters():  # make every part matter (CoPE's table starts at zero)
+        torch.nn.init.normal_(p, std=0.2)
+    x = torch.randint(0, 80, (2, 24))
+    pos = torch.randint(0, 32, (2, 24)).sort(-1).values
+    fused = model(x, pos)[0]
+    plain = model.set_fused(False)(x, pos)[0]
+    torch.testing.assert_close(fused, plain, atol=1e-5, rtol=1e-5)
+
+
+def test_plan_places_schemes_per_layer():
+    model = TinyGPT(ModelConfig(plan="rope,rope,rope,nope", **{**SMALL, "n_layers": 4}))
+    names = [type(b.attn.scheme).__name__ for b in model.blocks]
+    assert names == ["RoPE", "RoPE", "RoPE", "NoPE"]
+    learned = TinyGPT(ModelConfig(plan="learned", **SMALL))
+    assert type(learned.input_scheme).__name__ == "LearnedAbsolute"
+    assert all(type(b.attn.scheme).__name__ == "NoPE" for b in learned.blocks)
+
+
+def test_position_options_reach_the_scheme():
+    cfg = ModelConfig(plan="rope", position_options={"rope": {"base": 500.0}}, **SMALL)
+    assert TinyGPT(cfg).blocks[0].attn.scheme.base == 500.0
+    assert (
+        build_scheme("rope", d_model=32, num_heads=4, scaling="linear", factor=2.0).scaling
+        == "linear"
+    )
+
+
+def test_unknown_scheme_and_bad_plans_are_named():
+    with pytest.raises(ValueError, match="scheme must be one of"):
+        build_scheme("rotary")
+    with pytest.raises(ValueError, match="plan"):
+        ModelConfig(plan="rope,banana", **SMALL)
+    with pytest.raises(ValueError, match="n_layers"):
+        ModelConfig(plan="rope,nope,rope", **SMALL)
+    with pytest.raises(ValueError, match="input scheme"):
+        ModelConfig(plan="learned,rope", **SMALL)
+    with pytest.raises(TypeError, match="position_options for scheme 'alibi'"):
+        TinyGPT(ModelConfig(plan="alibi", position_options={"alibi": {"base": 3}}, **SMALL))
+
+
+def test_sequence_longer_than_learned_table_is_refused():
+    model = TinyGPT(ModelConfig(plan="learned", **SMALL))
+    model(torch.zeros(1, 32, dtype=torch.long))
+    with pytest.raises(ValueError, match="max_positions=32"):
+        model(torch.zeros(1, 33, dtype=torch.long))
+
+
+def test_config_json_round_trip():
+    cfg = ModelConfig(plan="rope", position_options={"rope": {"base": 100.0}}, **SMALL)
+    assert ModelConfig.from_dict(json.loads(json.dumps(cfg.to_dict()))) == cfg
+    with pytest.raises(ValueError, match="unknown fields"):
+        ModelConfig.from_dict({**cfg.to_dict(), "dropout": 0.1})
+
+
+def test_checkpoint_round_trips_exactly(tmp_path):
+    torch.manual_seed(1)
+    model = TinyGPT(ModelConfig(plan="t5", **SMALL)).eval()
+    save_checkpoint(model, tmp_path / "m", steps=3, metrics={"val_loss": 1.0})
+    loaded = load_checkpoint(tmp_path / "m")
+    for (k, a), (k2, b) in zip(model.state_dict().items(), loaded.state_dict().items()):
+        assert k == k2 and torch.equal(a, b)
+    x = torch.randint(0, 80, (2, 16))
+    assert torch.equal(model(x)[0], loaded(x)[0])
+    assert loaded.checkpoint["steps"] == 3
+
+
+def test_corrupt_checkpoint_is_a_clear_error(tmp_path):
+    model = TinyGPT(ModelConfig(plan="nope", **SMALL))
+    st = save_checkpoint(model, tmp_path / "m")
+    st.write_bytes(st.read_bytes()[:100])
+    with pytest.raises(ValueError, match="corrupt"):
+        load_checkpoint(tmp_path / "m")
+    (tmp_path / "m.json").write_text("{not json")
+    with pytest.raises(ValueError, match="corrupt"):
+        load_checkpoint(tmp_path / "m")
+
+
+def test_unknown_checkpoint_name_lists_the_shipped_ones():
+    with pytest.raises(ValueError, match="name must be one of the shipped checkpoints"):
+        load_checkpoint("gpt-5")
+    with pytest.raises(FileNotFoundError):
+        load_checkpoint("/nonexistent/model.safetensors")
+
+
+def test_shipped_checkpoints_load_offline(monkeypatch):
+    import socket
+
+    def no_network(*a, **k):
+        raise AssertionError("load_checkpoint tried to use the network")
+
+    monkeypatch.setattr(socket, "socket", no_network)
+    names = list_checkpoints()
+    for required in ("learned", "sinusoidal", "rope", "t5", "alibi", "nope"):
+        assert required in names
+    for name in names:
+        model = load_checkpoint(name)
+        assert model.config.train_len >= 64 and not model.training
+        logits, _ = model(torch.zeros(1, 8, dtype=torch.long))
+        assert logits.shape == (1, 8, model.config.vocab_size) and torch.isfinite(logits).all()
+
+
+def test_scheme_table_is_complete():
+    for name in ("learned", "sinusoidal", "rope", "t5", "alibi", "xpos", "nope", "cope"):
+        assert name in SCHEMES
