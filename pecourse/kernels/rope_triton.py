@@ -5,9 +5,10 @@ key at position ``p`` by ``p * theta_j``:
 ``(a, b) -> (a cos - b sin, b cos + a sin)``. The operation is memory-bound — two loads, a
 handful of flops, two stores per pair — so the only thing a kernel can win is memory traffic:
 read ``q`` and ``k`` once, write them once, and read the small ``cos``/``sin`` tables from
-cache. One launch covers both tensors (one program per (batch, block of positions, head),
-query heads first, then key heads), so grouped-query attention with fewer key heads costs
-nothing extra.
+cache. One launch covers both tensors (one program per batch element, block of positions
+and group of four heads — query heads first, then key heads — so each program loads its
+``cos``/``sin`` tile once for four heads), and grouped-query attention with fewer key heads
+costs nothing extra.
 
 What the kernel supports: both pairings (``"half"``: ``x_j`` with ``x_{j+R/2}`` —
 transformers / NeoX; ``"interleaved"``: ``x_{2j}`` with ``x_{2j+1}`` — GPT-J / Meta), a
@@ -69,19 +70,16 @@ def backend(device: str | torch.device = "cuda") -> str:
 if HAS_TRITON:
 
     @triton.jit
-    def _round(y, out_ty: tl.constexpr, MANUAL_BF16: tl.constexpr):
-        """Cast the float32/float64 result to the output dtype, rounding to nearest even.
+    def _bf16_rtne(y):
+        """float32 -> bfloat16 rounding to nearest even, on the bits.
 
         Triton's interpreter casts float32 -> bfloat16 by truncation (a GPU rounds to
-        nearest even), so there we round by hand on the bits: add 0x7FFF plus the lowest
+        nearest even), so under the interpreter we round by hand: add 0x7FFF plus the lowest
         kept bit, then drop the low 16 bits. (Inputs here are finite.)
         """
-        if MANUAL_BF16:
-            u = y.to(tl.uint32, bitcast=True)
-            u = u + 0x7FFF + ((u >> 16) & 1)
-            return (u >> 16).to(tl.uint16).to(tl.bfloat16, bitcast=True)
-        else:
-            return y.to(out_ty)
+        u = y.to(tl.uint32, bitcast=True)
+        u = u + 0x7FFF + ((u >> 16) & 1)
+        return (u >> 16).to(tl.uint16).to(tl.bfloat16, bitcast=True)
 
     @triton.jit
     def _rotate_tile(
@@ -114,9 +112,13 @@ if HAS_TRITON:
         a = tl.load(rows_in + i1[None, :], mask=mask, other=0.0).to(c.dtype)
         b = tl.load(rows_in + i2[None, :], mask=mask, other=0.0).to(c.dtype)
         # (a, b) -> (a cos - b sin, b cos + a sin): arXiv:2104.09864, eq. 34.
-        out_ty = o_ptr.dtype.element_ty
-        tl.store(rows_out + i1[None, :], _round(a * c - b * s, out_ty, MANUAL_BF16), mask=mask)
-        tl.store(rows_out + i2[None, :], _round(b * c + a * s, out_ty, MANUAL_BF16), mask=mask)
+        r1 = a * c - b * s
+        r2 = b * c + a * s
+        if MANUAL_BF16:
+            r1 = _bf16_rtne(r1)
+            r2 = _bf16_rtne(r2)
+        tl.store(rows_out + i1[None, :], r1.to(o_ptr.dtype.element_ty), mask=mask)
+        tl.store(rows_out + i2[None, :], r2.to(o_ptr.dtype.element_ty), mask=mask)
         if PASS_PAD > 0:  # partial rotary: the remaining dims carry no position
             p = R + tl.arange(0, PASS_PAD)
             pmask = mask_s[:, None] & (p < D)[None, :]
@@ -149,10 +151,10 @@ if HAS_TRITON:
         INTERLEAVED: tl.constexpr,
         INVERSE: tl.constexpr,
         MANUAL_BF16: tl.constexpr,
+        HEADS_PER_PROGRAM: tl.constexpr,
     ):
         pid_b = tl.program_id(0).to(tl.int64)  # int64 offsets: tensors may exceed 2^31
         pid_s = tl.program_id(1)
-        head = tl.program_id(2).to(tl.int64)  # 0..HQ-1: query heads; HQ..HQ+HK-1: key heads
         offs_s = pid_s * BLOCK_S + tl.arange(0, BLOCK_S)
         mask_s = offs_s < S
         j = tl.arange(0, HALF_PAD)
@@ -162,45 +164,50 @@ if HAS_TRITON:
         s = tl.load(sin_ptr + table, mask=cmask, other=0.0)
         if INVERSE:  # the backward pass: rotation by -theta
             s = -s
-        if head < HQ:
-            x = q_ptr + pid_b * sq_b + head * sq_h
-            o = qo_ptr + (pid_b * HQ + head) * S * D
-            _rotate_tile(
-                x,
-                o,
-                c,
-                s,
-                offs_s,
-                mask_s,
-                sq_s,
-                D,
-                D,
-                R,
-                HALF_PAD,
-                PASS_PAD,
-                INTERLEAVED,
-                MANUAL_BF16,
-            )
-        else:
-            hk = head - HQ
-            x = k_ptr + pid_b * sk_b + hk * sk_h
-            o = ko_ptr + (pid_b * HK + hk) * S * D
-            _rotate_tile(
-                x,
-                o,
-                c,
-                s,
-                offs_s,
-                mask_s,
-                sk_s,
-                D,
-                D,
-                R,
-                HALF_PAD,
-                PASS_PAD,
-                INTERLEAVED,
-                MANUAL_BF16,
-            )
+        # Several heads per program: the cos/sin tile is loaded once and reused.
+        head0 = tl.program_id(2).to(tl.int64) * HEADS_PER_PROGRAM
+        for i in tl.static_range(HEADS_PER_PROGRAM):
+            head = head0 + i  # 0..HQ-1: query heads; HQ..HQ+HK-1: key heads
+            if head < HQ:
+                x = q_ptr + pid_b * sq_b + head * sq_h
+                o = qo_ptr + (pid_b * HQ + head) * S * D
+                _rotate_tile(
+                    x,
+                    o,
+                    c,
+                    s,
+                    offs_s,
+                    mask_s,
+                    sq_s,
+                    D,
+                    D,
+                    R,
+                    HALF_PAD,
+                    PASS_PAD,
+                    INTERLEAVED,
+                    MANUAL_BF16,
+                )
+            else:
+                if head < HQ + HK:
+                    hk = head - HQ
+                    x = k_ptr + pid_b * sk_b + hk * sk_h
+                    o = ko_ptr + (pid_b * HK + hk) * S * D
+                    _rotate_tile(
+                        x,
+                        o,
+                        c,
+                        s,
+                        offs_s,
+                        mask_s,
+                        sk_s,
+                        D,
+                        D,
+                        R,
+                        HALF_PAD,
+                        PASS_PAD,
+                        INTERLEAVED,
+                        MANUAL_BF16,
+                    )
 
 
 def _next_pow2(n: int) -> int:
@@ -226,7 +233,8 @@ def _launch(
     block_s = max(1, min(_next_pow2(seq), 4096 // (2 * half_pad + pass_pad)))
     if INTERPRET:
         block_s = min(block_s, 16)  # the interpreter is slow per element, not per program
-    grid = (b, triton.cdiv(seq, block_s), hq + hk)
+    heads_per_program = 4
+    grid = (b, triton.cdiv(seq, block_s), triton.cdiv(hq + hk, heads_per_program))
     _rope_qk_kernel[grid](
         q,
         k,
@@ -252,6 +260,7 @@ def _launch(
         INTERLEAVED=interleaved,
         INVERSE=inverse,
         MANUAL_BF16=INTERPRET and q.dtype == torch.bfloat16,
+        HEADS_PER_PROGRAM=heads_per_program,
         num_warps=4,
     )
     return q_out, k_out
