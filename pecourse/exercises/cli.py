@@ -64,7 +64,11 @@ def register(subparsers) -> None:
         "grade",
         help="grade a class: SUBMISSIONS/<student>/<NN_slug>.ipynb -> CSV + SQLite gradebook",
     )
-    grade.add_argument("submissions", type=Path, help="folder with one sub-folder per student")
+    grade.add_argument(
+        "submissions",
+        type=Path,
+        help="folder with one sub-folder per student (or a single NN_slug.ipynb)",
+    )
     grade.add_argument("--out", type=Path, required=True, help="gradebook CSV to write")
     grade.add_argument("--db", type=Path, default=None, help="SQLite gradebook (OUT.sqlite)")
     grade.add_argument("--source", type=Path, default=None, help="source notebooks (solutions/)")

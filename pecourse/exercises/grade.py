@@ -20,11 +20,13 @@ from __future__ import annotations
 import csv
 import json
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
@@ -49,6 +51,7 @@ __all__ = [
 
 CSV_COLUMNS = ("student", "exercise", "part", "points", "max_points", "reason")
 MAX_RESULT_BYTES = 4 * 1024 * 1024
+SERVER_DIED = "the grading server died while running this notebook (did it kill its parent?)"
 
 
 @dataclass(frozen=True)
@@ -104,19 +107,30 @@ def _child_env(tmp: Path) -> dict[str, str]:
 
 
 class ForkServer:
-    """The parent's side of :func:`pecourse.exercises._runner.serve` (one per batch)."""
+    """The parent's side of :func:`pecourse.exercises._runner.serve` (one per batch).
+
+    Thread-safe: the grading threads share it. If the server dies (a notebook could kill
+    its parent), the jobs it was running end with exit code ``None`` and their process
+    groups are killed; the next job starts a fresh server.
+    """
 
     def __init__(self, tmp: Path):
-        import threading
-
-        self._lock = threading.Lock()
+        self.tmp = tmp
+        self._lock = threading.Lock()  # the maps below and writes to the server
+        self._start_lock = threading.Lock()
         self._exits: dict[str, int | None] = {}
         self._events: dict[str, threading.Event] = {}
+        self._pids: dict[str, int] = {}
+        self._owner: dict[str, subprocess.Popen] = {}
         self._counter = 0
-        self.proc = subprocess.Popen(
+        self.restarts = 0
+        self._start()
+
+    def _start(self) -> None:
+        proc = subprocess.Popen(
             [sys.executable, "-m", "pecourse.exercises._runner", "--serve"],
-            cwd=tmp,
-            env=_child_env(tmp),
+            cwd=self.tmp,
+            env=_child_env(self.tmp),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
@@ -124,58 +138,84 @@ class ForkServer:
             text=True,
             bufsize=1,
         )
-        ready = self.proc.stdout.readline().strip()
+        ready = proc.stdout.readline().strip()
         if ready != "READY":
-            self.close()
+            _kill_group(proc.pid)
+            proc.wait()
             raise RuntimeError(f"the grading server did not start (said {ready!r})")
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
+        self.proc = proc
+        threading.Thread(target=self._read, args=(proc,), daemon=True).start()
 
-    def _read(self) -> None:
-        for line in self.proc.stdout:
+    def _read(self, proc: subprocess.Popen) -> None:
+        for line in proc.stdout:
             words = line.split()
-            if len(words) == 3 and words[0] == "EXIT":
-                with self._lock:
+            if len(words) != 3:
+                continue
+            with self._lock:
+                if words[0] == "PID":
+                    self._pids[words[1]] = int(words[2])
+                elif words[0] == "EXIT":
                     self._exits[words[1]] = int(words[2])
                     event = self._events.get(words[1])
-                if event is not None:
-                    event.set()
-        with self._lock:  # the server is gone: nothing else will end
+                    if event is not None:
+                        event.set()
+        with self._lock:  # this server is gone: end the jobs it was running
             for job_id, event in self._events.items():
-                self._exits.setdefault(job_id, None)
-                event.set()
+                if self._owner.get(job_id) is proc and not event.is_set():
+                    if job_id in self._pids:
+                        _kill_group(self._pids[job_id])
+                    self._exits.setdefault(job_id, None)
+                    event.set()
 
-    def _send(self, line: str) -> None:
-        with self._lock:
-            self.proc.stdin.write(line + "\n")
-            self.proc.stdin.flush()
+    def _send(self, proc: subprocess.Popen, line: str) -> bool:
+        try:
+            proc.stdin.write(line + "\n")
+            proc.stdin.flush()
+            return True
+        except (OSError, ValueError):  # the server is gone
+            return False
 
     def run(self, job_path: Path, wall_clock: float) -> tuple[int | None, bool]:
-        """Run a job; return (exit code or None if the server died, timed out?)."""
-        import threading
-
+        """Run a job; return (its exit code, or None if the server died; timed out?)."""
+        with self._start_lock:
+            if self.proc.poll() is not None:
+                self.restarts += 1
+                self._start()
+            proc = self.proc
         with self._lock:
             self._counter += 1
             job_id = str(self._counter)
-            self._events[job_id] = threading.Event()
-        self._send(f"RUN {job_id} {job_path}")
-        timed_out = not self._events[job_id].wait(wall_clock)
+            event = self._events[job_id] = threading.Event()
+            self._owner[job_id] = proc
+            if not self._send(proc, f"RUN {job_id} {job_path}"):
+                self._exits[job_id] = None
+                event.set()
+        timed_out = not event.wait(wall_clock)
         if timed_out:
-            self._send(f"KILL {job_id}")
-            self._events[job_id].wait(30)
+            with self._lock:
+                self._send(proc, f"KILL {job_id}")
+            event.wait(30)
         with self._lock:
             return self._exits.get(job_id), timed_out
 
     def close(self) -> None:
+        proc = self.proc
         try:
-            self.proc.stdin.close()
+            proc.stdin.close()
         except OSError:
             pass
         try:
-            self.proc.wait(timeout=30)
+            proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
+            _kill_group(proc.pid)
+            proc.wait()
+
+
+def _kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 def _run(
@@ -224,7 +264,7 @@ def _run(
                     break
         if stopped is None and not any(r.get("done") for r in records):
             if code is None:
-                stopped = "internal error: the grading server ended"
+                stopped = SERVER_DIED
             else:
                 how = f"killed by signal {-code}" if code < 0 else f"exit code {code}"
                 stopped = (
@@ -232,6 +272,23 @@ def _run(
                     "or the memory limit"
                 )
         return records, stopped
+
+
+def _run_retrying(graded, limits, server, exercise, text):
+    """:func:`_run`; if the server died under the job, once more on a server of its own.
+
+    The death may not be this job's fault (another notebook may have killed the shared
+    server), so the job is retried alone, where only its own behaviour can end it.
+    """
+    records, stopped = _run(graded, limits, server, f"{exercise}.ipynb", text)
+    if stopped == SERVER_DIED:
+        with tempfile.TemporaryDirectory(prefix="pecourse-server-") as tmp:
+            private = ForkServer(Path(tmp))
+            try:
+                records, stopped = _run(graded, limits, private, f"{exercise}.ipynb", text)
+            finally:
+                private.close()
+    return records, stopped
 
 
 def grade_submission(
@@ -263,11 +320,11 @@ def grade_submission(
         with tempfile.TemporaryDirectory(prefix="pecourse-server-") as tmp:
             server = ForkServer(Path(tmp))
             try:
-                records, stopped = _run(graded, limits, server, f"{exercise}.ipynb", text)
+                records, stopped = _run_retrying(graded, limits, server, exercise, text)
             finally:
                 server.close()
     else:
-        records, stopped = _run(graded, limits, server, f"{exercise}.ipynb", text)
+        records, stopped = _run_retrying(graded, limits, server, exercise, text)
     by_part = {r["grade_id"]: r for r in records if r.get("grade_id")}
     printed = sum(r.get("printed", 0) for r in records if "index" in r)
     general = []
@@ -432,9 +489,18 @@ def main_grade(args) -> int:
         output_cap=args.output_cap,
     )
     start = time.monotonic()
+    submissions = Path(args.submissions)
+    single = None
+    if submissions.is_file():
+        # One notebook: grade it as the only submission of a class of one.
+        single = tempfile.TemporaryDirectory(prefix="pecourse-single-")
+        folder = Path(single.name) / "student"
+        folder.mkdir()
+        shutil.copy(submissions, folder / submissions.name)
+        submissions = Path(single.name)
     try:
         rows = grade_class(
-            args.submissions,
+            submissions,
             source_dir=args.source,
             exercises=args.exercise or None,
             limits=limits,
@@ -444,6 +510,9 @@ def main_grade(args) -> int:
     except ValueError as exc:
         print(f"pecourse grade: {exc}", file=sys.stderr)
         return 2
+    finally:
+        if single is not None:
+            single.cleanup()
     out = Path(args.out)
     db_path = Path(args.db) if args.db else out.with_suffix(".sqlite")
     write_csv(rows, out)

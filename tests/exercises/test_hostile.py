@@ -35,6 +35,9 @@ HOSTILE = {
         "answer_table": "import sys\n\ndef sinusoidal_table(num_positions, dim, base=10000.0):\n    sys.exit(1)"
     },
     "hard_exit": {"answer_shift": "import os\nos._exit(3)"},
+    "parent_killer": {
+        "answer_shift": "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)",
+    },
     "import_error": {"answer_table": "import no_such_module_for_pecourse\n" + GOOD_TABLE},
     "deleter": {
         "answer_table": "import os, shutil\nfor name in os.listdir('.'):\n    os.remove(name)\n"
@@ -119,6 +122,11 @@ def test_sys_exit_is_an_error_not_an_exit(hostile_rows):
 
 def test_os_exit_costs_the_remaining_parts(hostile_rows):
     check(hostile_rows, "hard_exit", {"test_table"}, "exit code 3")
+
+
+def test_killing_the_grading_server(hostile_rows):
+    # the server is restarted, the job retried once; the others are graded normally
+    check(hostile_rows, "parent_killer", {"test_table"}, "grading server died")
 
 
 def test_raising_at_import(hostile_rows):
