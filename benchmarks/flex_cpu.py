@@ -1,12 +1,13 @@
 """Attention with an ALiBi bias on the CPU, side by side in one run: FlexAttention (compiled,
 bias computed inside the kernel, causal block mask) vs SDPA with a materialised
 ``[heads, L, L]`` bias+mask vs the package's math attention with the ALiBi scheme (and,
-for scale, SDPA with ``is_causal=True`` and no bias at all). Forward only (FlexAttention has
+for scale, SDPA with no bias at all). Forward only (FlexAttention has
 no CPU backward).
 
     .venv/bin/python benchmarks/flex_cpu.py [--quick] [--threads N] [--rounds R]
 
-Default ``B=1, H=8, L=2048, D=64`` float32, causal. The target: FlexAttention within 1.2x
+Default ``B=1, H=8, L=2048, D=64`` float32, causal (with a block mask) and bidirectional
+(the symmetric ``-m|i-j|`` bias, no mask: every tile computed). The target: FlexAttention within 1.2x
 of SDPA with the materialised mask, with no ``L x L`` tensor. Also prints the bytes of
 position information each needs. Results go to ``benchmarks/results/flex_cpu.json``.
 """
@@ -26,34 +27,35 @@ from pecourse.kernels import flex
 from pecourse.positions.alibi import ALiBi
 
 
-def run(shape, *, rounds: int, min_run_time: float, threads: int) -> dict:
+def run(shape, *, rounds: int, min_run_time: float, threads: int, causal: bool = True) -> dict:
     b, h, s, d = shape
     g = torch.Generator().manual_seed(0)
     q, k, v = (torch.randn(b, h, s, d, generator=g) for _ in range(3))
     from torch.nn.attention.flex_attention import flex_attention as _flex
 
     compiled = torch.compile(_flex, dynamic=False)
-    mask = flex.block_mask(flex.causal_mask_mod(0), s, s)
-    bias = flex.materialised_alibi_mask(h, s, s, causal=True)
-    scheme = ALiBi(h)
+    mask = flex.block_mask(flex.causal_mask_mod(0), s, s) if causal else None
+    bias = flex.materialised_alibi_mask(h, s, s, causal=causal)
+    scheme = ALiBi(h, causal=causal)
 
     # correctness first: the three agree
     with torch.no_grad():
-        out_flex = flex.flex_attention_alibi(q, k, v, mask=mask, compiled=compiled)
+        out_flex = flex.flex_attention_alibi(q, k, v, causal=causal, mask=mask, compiled=compiled)
         out_sdpa = F.scaled_dot_product_attention(q, k, v, attn_mask=bias)
         err = (out_flex - out_sdpa).abs().max().item()
         if s <= 1024:
-            err = max(err, (out_flex - attention(q, k, v, scheme)).abs().max().item())
+            ref = attention(q, k, v, scheme, causal=causal)
+            err = max(err, (out_flex - ref).abs().max().item())
     fns = {
         "SDPA + materialised ALiBi mask": lambda: F.scaled_dot_product_attention(
             q, k, v, attn_mask=bias
         ),
         "FlexAttention ALiBi (compiled)": lambda: flex.flex_attention_alibi(
-            q, k, v, mask=mask, compiled=compiled
+            q, k, v, causal=causal, mask=mask, compiled=compiled
         ),
-        "math attention + ALiBi scheme": lambda: attention(q, k, v, scheme, causal=True),
-        "SDPA is_causal, no bias (for scale)": lambda: F.scaled_dot_product_attention(
-            q, k, v, is_causal=True
+        "math attention + ALiBi scheme": lambda: attention(q, k, v, scheme, causal=causal),
+        "SDPA, no bias (for scale)": lambda: F.scaled_dot_product_attention(
+            q, k, v, is_causal=causal
         ),
     }
     with torch.no_grad(), warnings.catch_warnings(record=True) as caught:
@@ -65,14 +67,14 @@ def run(shape, *, rounds: int, min_run_time: float, threads: int) -> dict:
             min_run_time=min_run_time,
             num_threads=threads,
         )
-    mem = flex.memory_report(h, s, causal=True)
+    mem = flex.memory_report(h, s, causal=causal)
     position_bytes = {
         "SDPA + materialised ALiBi mask": mem["materialised_bias_bytes"],
         "FlexAttention ALiBi (compiled)": mem["flex_block_mask_bytes"] + mem["flex_alibi_bytes"],
         "math attention + ALiBi scheme": mem["materialised_bias_bytes"],
-        "SDPA is_causal, no bias (for scale)": 0,
+        "SDPA, no bias (for scale)": 0,
     }
-    flops = 4 * b * h * s * s * d / 2  # two matmuls, causal half
+    flops = 4 * b * h * s * s * d / (2 if causal else 1)  # two matmuls (causal: half)
     rows = []
     for name, t in res["timings"].items():
         rows.append(
@@ -87,7 +89,8 @@ def run(shape, *, rounds: int, min_run_time: float, threads: int) -> dict:
                 "position_bytes": position_bytes[name],
             }
         )
-    print(f"\n== ALiBi attention on CPU, {list(shape)} float32, causal, {threads} thread(s) ==")
+    kind = "causal" if causal else "bidirectional (no mask)"
+    print(f"\n== ALiBi attention on CPU, {list(shape)} float32, {kind}, {threads} thread(s) ==")
     print(
         _common.table(
             rows,
@@ -108,6 +111,7 @@ def run(shape, *, rounds: int, min_run_time: float, threads: int) -> dict:
     out = {
         "shape": list(shape),
         "dtype": "float32",
+        "causal": causal,
         "threads": threads,
         "max_abs_difference": err,
         "rows": rows,
@@ -134,12 +138,16 @@ def main(argv=None):
     p.add_argument("--out", default=None, help="results folder (default benchmarks/results)")
     args = p.parse_args(argv)
     shape = (1, 2, 256, 32) if args.quick else (1, 8, args.length, 64)
-    res = run(
-        shape,
-        rounds=1 if args.quick else args.rounds,
-        min_run_time=0.02 if args.quick else 0.5,
-        threads=args.threads,
-    )
+    res = {
+        kind: run(
+            shape,
+            rounds=1 if args.quick else args.rounds,
+            min_run_time=0.02 if args.quick else 0.5,
+            threads=args.threads,
+            causal=kind == "causal",
+        )
+        for kind in ("causal", "bidirectional")
+    }
     path = _common.write_results("flex_cpu" + ("_quick" if args.quick else ""), res, args.out)
     print(f"wrote {path}")
     return res
