@@ -8,6 +8,7 @@ test gives. Only the visible tests run here; grading adds hidden ones.
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,7 +52,8 @@ def check_notebook(path: str | Path, *, timeout: float = 60.0) -> list[PartResul
         interrupt_on_timeout=True,
         resources={"metadata": {"path": str(path.resolve().parent)}},
     )
-    client.execute()
+    # The kernel's own stderr (start-up warnings about its transport) is not the learner's.
+    client.execute(stderr=subprocess.DEVNULL)
     results = []
     for cell in nb.cells:
         if is_test_cell(cell):

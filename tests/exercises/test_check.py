@@ -33,4 +33,20 @@ def test_check_reports_each_part_with_its_hint(tmp_path, capsys):
     assert "M(3) @ PE(t) should equal PE(t + 3)" in out  # the hint from the assertion
     assert "[FAIL] test_wavelengths" in out and "not written yet" in out
     assert "1/3 parts passed, 2/6 points" in out
-    assert WRONG  # the wrong-answer table is importable alongside
+
+
+def test_grade_a_single_notebook(tmp_path, capsys):
+    """``pecourse grade NOTEBOOK``: one learner, one exercise, graded like a class of one."""
+    source = read_notebook(SOURCES[0].parent / f"{SLUG}.ipynb")
+    path = tmp_path / f"{SLUG}.ipynb"
+    write_notebook(answered(source, WRONG[SLUG][0]), path)
+    out = tmp_path / "one.csv"
+    assert pecourse_main(["grade", str(path), "--out", str(out), "--quiet"]) == 0
+    lines = out.read_text().splitlines()
+    assert lines[0] == "student,exercise,part,points,max_points,reason"
+    assert [line.split(",")[2:5] for line in lines[1:]] == [
+        ["test_table", "2", "2"],
+        ["test_shift", "2", "2"],
+        ["test_wavelengths", "0", "2"],
+    ]
+    assert "1 student(s), 1 exercise(s)" in capsys.readouterr().out
