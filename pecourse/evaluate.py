@@ -51,12 +51,15 @@ def _lengths(lengths) -> list[int]:
 
 
 @torch.no_grad()
-def _sum_loss(model, windows: torch.Tensor, score_from: int, batch_size: int) -> tuple[float, int]:
+def _sum_loss(
+    model, windows: torch.Tensor, score_from: int, batch_size: int, positions=None
+) -> tuple[float, int]:
     """Summed next-token loss over positions ``score_from..`` of each window ``[n, L+1]``."""
     total, count = 0.0, 0
+    ids = positions(windows.shape[1] - 1) if callable(positions) else positions
     for i in range(0, len(windows), batch_size):
         w = windows[i : i + batch_size]
-        logits, _ = model(w[:, :-1])
+        logits, _ = model(w[:, :-1], ids)
         lp = F.cross_entropy(
             logits[:, score_from:].flatten(0, 1).float(),
             w[:, 1 + score_from :].flatten(),
@@ -67,15 +70,21 @@ def _sum_loss(model, windows: torch.Tensor, score_from: int, batch_size: int) ->
     return total, count
 
 
-def validation_loss(model, length: int, *, tokens: int = 8192, batch_size: int = 8) -> float:
-    """Mean next-character loss (nats) on non-overlapping validation windows of ``length``."""
+def validation_loss(
+    model, length: int, *, tokens: int = 8192, batch_size: int = 8, positions=None
+) -> float:
+    """Mean next-character loss (nats) on non-overlapping validation windows of ``length``.
+
+    ``positions``: position ids ``[length]`` for every window, or a function of the length
+    returning them (default ``0..length-1``).
+    """
     _check_model(model)
     length = check_int("length", length, minimum=2)
     tokens = check_int("tokens", tokens, minimum=length)
     data = corpus("validation")[: tokens + 1]
     n = tokens // length
     windows = torch.stack([data[i * length : i * length + length + 1] for i in range(n)])
-    total, count = _sum_loss(model, windows, 0, batch_size)
+    total, count = _sum_loss(model, windows, 0, batch_size, positions)
     return total / count
 
 
@@ -87,6 +96,7 @@ def perplexity_by_length(
     stride: int | None = None,
     tokens: int = 8192,
     batch_size: int = 8,
+    positions=None,
 ) -> dict[int, float]:
     r"""``{length: perplexity}`` on the validation text (``exp`` of the mean loss in nats).
 
@@ -96,8 +106,11 @@ def perplexity_by_length(
     ``mode="sliding"``: windows of ``length`` every ``stride`` characters (default
     ``length // 4``), scoring only each window's last ``stride`` tokens, so every scored
     token sees at least ``length - stride`` characters of context (their appendix B).
-    The same text is scored at every length. A model with a learned table refuses a
-    length beyond it (the ``ValueError`` names ``max_positions``).
+    The same text is scored at every length. ``positions`` (a function of the window
+    length returning ids ``[length]``) replaces the default ids ``0..length-1``, e.g. to
+    evaluate a model trained with randomized positions the way it was trained. A model
+    with a learned table refuses a length beyond it (the ``ValueError`` names
+    ``max_positions``).
     """
     _check_model(model)
     check_choice("mode", mode, ("nonoverlapping", "sliding"))
@@ -106,7 +119,13 @@ def perplexity_by_length(
     for length in _lengths(lengths):
         if mode == "nonoverlapping":
             out[length] = math.exp(
-                validation_loss(model, length, tokens=max(tokens, length), batch_size=batch_size)
+                validation_loss(
+                    model,
+                    length,
+                    tokens=max(tokens, length),
+                    batch_size=batch_size,
+                    positions=positions,
+                )
             )
             continue
         s = check_int(
@@ -118,7 +137,7 @@ def perplexity_by_length(
         data = corpus("validation")[: tokens + length + 1]
         starts = range(0, tokens - s + 1, s)  # window ends at start+length, scores the last s
         windows = torch.stack([data[a : a + length + 1] for a in starts])
-        total, count = _sum_loss(model, windows, length - s, batch_size)
+        total, count = _sum_loss(model, windows, length - s, batch_size, positions)
         out[length] = math.exp(total / count)
     return out
 

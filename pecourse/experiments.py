@@ -306,10 +306,11 @@ def rope_scaling(
         f"YaRN x{factor:g}": ev.scale_rope(base, "yarn", factor, **YARN_BETAS),
         f"dynamic NTK x{factor:g}": ev.scale_rope(base, "dynamic", factor),
     }
-    try:
-        variants["PI + fine-tune (rope_pi_finetune)"] = load_checkpoint("rope_pi_finetune")
-    except ValueError:
-        pass
+    for label, name in (("PI", "rope_pi_finetune"), ("YaRN", "rope_yarn_finetune")):
+        try:
+            variants[f"{label} + fine-tune ({name})"] = load_checkpoint(name)
+        except ValueError:  # not shipped
+            pass
     rows, _ = _ppl_rows(list(variants), lengths, models=variants, tokens=tokens)
     by = {r["model"]: r for r in rows}
     top = lengths[-1]
@@ -325,6 +326,11 @@ def rope_scaling(
     )
     pi = by.get(f"PI x{factor:g}")
     ft = by.get("PI + fine-tune (rope_pi_finetune)")
+    yarn, yft = by.get(f"YaRN x{factor:g}"), by.get("YaRN + fine-tune (rope_yarn_finetune)")
+    if yarn and yft:
+        lines.append(
+            f"YaRN alone at 256: {yarn[256]:.2f}; after the same 100 steps: {yft[256]:.2f}."
+        )
     if pi and ft:
         verdict = "as Chen et al. found" if ft[256] < pi[256] else "unlike Chen et al."
         lines.append(
@@ -350,11 +356,26 @@ def augmentation(lengths=LENGTHS, *, tokens: int = 2048) -> ExperimentResult:
 
     All three see 64-token windows; the augmented ones saw position ids spread over
     0..511 (randomized: a sorted random subset; PoSE: two chunks with a random skip).
-    Evaluation uses the ordinary ids 0..L-1.
+    Evaluation uses the ordinary ids 0..L-1; the randomized model is also evaluated the
+    way Ruoss et al. test it, on a sorted random subset of 0..511 (one fixed draw per length;
+    at 512 that is exactly 0..511).
     """
+    from .positions.augmentation import randomized_positions
+
     names = ("rope", "rope_randomized", "rope_pose")
     models = {n: load_checkpoint(n) for n in names}
     rows, _ = _ppl_rows(names, lengths, models=models, tokens=tokens)
+    span = models["rope_randomized"].checkpoint["train"]["augment_len"]
+
+    def random_ids(n):
+        return randomized_positions(n, span, generator=torch.Generator().manual_seed(n))
+
+    row = {"model": "rope_randomized (random ids)"}
+    for n in lengths:
+        row[n] = ev.perplexity_by_length(
+            models["rope_randomized"], [n], tokens=tokens, positions=random_ids
+        )[n]
+    rows.append(row)
     top = lengths[-1]
     by = {r["model"]: r for r in rows}
     lines = ["Perplexity beyond the 64-character windows seen in training:"]

@@ -140,7 +140,9 @@ def test_ddp_two_processes(tmp_path):
 @pytest.mark.slow
 def test_retraining_nope_matches_its_shipped_metrics(tmp_path):
     shipped = checkpoint_info("nope")
-    _, rec = train_recipe("nope", out_dir=str(tmp_path), progress=False)
+    threads = shipped["train"]["threads"]  # same thread count: same float reductions
+    _, rec = train_recipe("nope", out_dir=str(tmp_path), progress=False, threads=threads)
     assert RECIPES["nope"]["train"]["steps"] == shipped["steps"]
-    assert abs(rec["metrics"]["val_loss"] - shipped["metrics"]["val_loss"]) < 0.05
-    assert abs(rec["metrics"]["passkey_accuracy"] - shipped["metrics"]["passkey_accuracy"]) < 0.2
+    assert abs(rec["metrics"]["val_loss"] - shipped["metrics"]["val_loss"]) < 0.03
+    curve = dict(map(tuple, shipped["loss_curve"]))
+    assert abs(rec["loss_curve"][-1][1] - curve[rec["loss_curve"][-1][0]]) < 0.1
