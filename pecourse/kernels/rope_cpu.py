@@ -63,6 +63,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import torch
+import torch.autograd.forward_ad as _forward_ad
 from torch import Tensor
 
 from .._validate import check_choice, check_tensor
@@ -419,6 +420,8 @@ def _can_use_kernel(x: Tensor, cos: Tensor, sin: Tensor) -> bool:
         return False  # subclasses (FakeTensor, DTensor, ...) take the reference
     if torch._C._are_functorch_transforms_active():
         return False  # torch.func.grad / vmap wrap tensors the kernel cannot read
+    if _forward_ad._current_level >= 0:
+        return False  # forward-mode AD (dual tensors): the reference carries tangents
     if x.device.type != "cpu" or x.layout != torch.strided or x.numel() == 0:
         return False
     if cos.requires_grad or sin.requires_grad:
@@ -500,11 +503,6 @@ class _RotateFn(torch.autograd.Function):
         # d(R x)/dx applied to grad = R^T grad = rotation by -theta (eq. 34 is orthogonal).
         g = _apply(grad, cos, sin, ctx.interleaved, not ctx.inverse)
         return g, None, None, None, None
-
-    @staticmethod
-    def jvp(ctx, x_t, cos_t, sin_t, interleaved_t, inverse_t):
-        cos, sin = ctx.saved_tensors
-        return _apply(x_t, cos, sin, ctx.interleaved, ctx.inverse)
 
 
 def _apply(x: Tensor, cos: Tensor, sin: Tensor, interleaved: bool, inverse: bool) -> Tensor:

@@ -116,6 +116,18 @@ def test_grad_is_the_inverse_rotation(dtype):
     assert torch.equal(x.grad, x2.grad)
 
 
+def test_forward_mode_ad_carries_tangents():
+    import torch.autograd.forward_ad as fwad
+
+    x, t = _randn(1, 2, 3, 8), _randn(1, 2, 3, 8, seed=5)
+    cos, sin = _tables(torch.arange(3), 8, torch.float32)
+    with fwad.dual_level():
+        y = rope_cpu.rotate(fwad.make_dual(x, t), cos, sin)
+        tangent = fwad.unpack_dual(y).tangent
+    assert tangent is not None  # a rotation is linear: its tangent is the rotated tangent
+    torch.testing.assert_close(tangent, rope_cpu.rotate(t, cos, sin))
+
+
 def test_table_gradients_use_the_reference():
     x = _randn(1, 2, 4, 8)
     cos, sin = _tables(torch.arange(4), 8, torch.float32)
