@@ -414,8 +414,8 @@ def cos_sin_tables(
 
 
 def _can_use_kernel(x: Tensor, cos: Tensor, sin: Tensor) -> bool:
-    if torch.compiler.is_compiling():
-        return False  # let the compiler trace (and fuse) the reference instead
+    if torch.compiler.is_compiling() or torch.jit.is_tracing():
+        return False  # let the compiler / tracer see (and fuse) the reference instead
     if not (type(x) is torch.Tensor and type(cos) is torch.Tensor and type(sin) is torch.Tensor):
         return False  # subclasses (FakeTensor, DTensor, ...) take the reference
     if torch._C._are_functorch_transforms_active():
