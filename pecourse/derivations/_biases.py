@@ -107,7 +107,10 @@ class ToeplitzBias(Identity):
         as_offset = b(i, i + r)
         steps = [
             ("the bias $b(i, j)$", plain),
-            ("the bias after shifting both positions by $\\Delta$", shifted),
+            (
+                "the bias after shifting both positions by $\\Delta$ (the shift cancels in $j-i$)",
+                shifted,
+            ),
             ("written with the offset $r = j - i$", as_offset),
         ]
         claims = [

@@ -91,15 +91,15 @@ class SinusoidalShift(Identity):
         p_shift = sinusoidal_vector(t + delta, omegas)
         M = shift_matrix(delta, omegas, self.shift_sign)
         steps = [
-            ("the position vector p(t)", p_t),
-            ("the shifted vector p(t + Delta)", p_shift),
+            ("the position vector $p(t)$", p_t),
+            ("the shifted vector $p(t+\\Delta)$", p_shift),
             ("angle addition expands it", p_shift.applyfunc(lambda e: sp.expand(e, trig=True))),
-            ("the shift matrix M(Delta)", M),
-            ("M(Delta) p(t), expanded", (M * p_t).applyfunc(sp.expand)),
+            ("the shift matrix $M(\\Delta)$ (no $t$ in it)", M),
+            ("$M(\\Delta)\\,p(t)$, expanded", (M * p_t).applyfunc(sp.expand)),
         ]
         claims = [
-            Claim("p(t + Delta) = M(Delta) p(t)", p_shift, M * p_t),
-            Claim("M(Delta) does not depend on t", M, (t,), relation="free of"),
+            Claim("$p(t+\\Delta) = M(\\Delta)\\,p(t)$", p_shift, M * p_t),
+            Claim("$M(\\Delta)$ does not depend on $t$", M, (t,), relation="free of"),
         ]
         return claims, steps
 
@@ -149,12 +149,17 @@ class SinusoidalDotProduct(Identity):
         expected = sum(sp.cos(self.rhs_frequency_factor * w * delta) for w in omegas)
         derivative = sp.diff(product, t)
         steps = [
-            ("the dot product p(t) . p(t + Delta)", product),
+            ("the dot product $p(t)\\cdot p(t+\\Delta)$", product),
             ("after angle addition", sp.expand(product, trig=True)),
-            ("its derivative with respect to t", derivative),
+            ("with $\\sin^2 + \\cos^2 = 1$", sp.trigsimp(sp.expand(product, trig=True))),
+            ("its derivative with respect to $t$", derivative),
         ]
         claims = [
-            Claim("p(t) . p(t + Delta) = sum_i cos(omega_i Delta)", product, expected),
-            Claim("d/dt [p(t) . p(t + Delta)] = 0", derivative, sp.Integer(0)),
+            Claim("$p(t)\\cdot p(t+\\Delta) = \\sum_i \\cos(\\omega_i\\Delta)$", product, expected),
+            Claim(
+                "$\\frac{\\partial}{\\partial t}\\,p(t)\\cdot p(t+\\Delta) = 0$",
+                derivative,
+                sp.Integer(0),
+            ),
         ]
         return claims, steps
