@@ -197,6 +197,20 @@ def test_admissible_bases_are_not_an_interval():
     assert D.rope_base_condition(1e5, 1024, 128)
 
 
+def test_admissible_mask_agrees_with_the_condition(bounds):
+    import numpy as np
+
+    L = 64
+    b = bounds[L]
+    bases = np.array([1.0, b * (1 - 1e-6), b, 10 * b])
+    mask = D.rope_base_admissible(bases, L, HEAD_DIM)
+    assert mask.dtype == bool and mask.shape == (4,)
+    assert list(mask) == [D.rope_base_condition(float(x), L, HEAD_DIM) for x in bases]
+    assert not mask[0] and not mask[1] and mask[2]
+    with pytest.raises(ValueError, match="bases"):
+        D.rope_base_admissible([[1e4]], L, HEAD_DIM)
+
+
 def test_base_bound_small_cases():
     # L = 1: cos(theta_i) > 0 for theta_i <= 1, so b = 1 already works.
     assert D.rope_base_lower_bound(1, 8) == 1.0

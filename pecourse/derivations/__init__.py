@@ -39,7 +39,7 @@ key                                         claim
 ==========================================  ==========================================
 
 Numerics for the last one: :func:`rope_base_lower_bound`, :func:`rope_base_condition`,
-:func:`rope_long_term_decay`, :func:`rope_base_table`.
+:func:`rope_base_admissible`, :func:`rope_long_term_decay`, :func:`rope_base_table`.
 """
 
 from __future__ import annotations
@@ -97,6 +97,7 @@ _EXPORTS = {
     "RopeBaseBound": "_base_bound",
     "rope_long_term_decay": "_base_bound",
     "rope_base_condition": "_base_bound",
+    "rope_base_admissible": "_base_bound",
     "rope_base_lower_bound": "_base_bound",
     "rope_base_table": "_base_bound",
     "DEFAULT_CONTEXT_LENGTHS": "_base_bound",
