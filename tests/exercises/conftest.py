@@ -13,9 +13,10 @@ from .helpers import SLUGS, TEST_LIMITS, make_class
 
 @pytest.fixture(scope="session")
 def class_dir(tmp_path_factory) -> Path:
-    """Three learners who submit every exercise: right, untouched, and plausibly wrong."""
+    """Four learners who submit every exercise: right, untouched, and wrong in two ways."""
     root = tmp_path_factory.mktemp("class")
-    return make_class(root, {"ada": "full", "bea": "blank", "cyd": "wrong"}, SLUGS)
+    students = {"ada": "full", "bea": "blank", "cyd": "wrong", "dan": "wrong_more"}
+    return make_class(root, students, SLUGS)
 
 
 @pytest.fixture(scope="session")

@@ -17,6 +17,7 @@ from pecourse.exercises.notebook import (
 )
 
 from .wrong_answers import WRONG
+from .wrong_answers_more import WRONG_MORE
 
 SOURCES = source_notebooks()
 SLUGS = [p.stem for p in SOURCES]
@@ -51,6 +52,8 @@ def make_class(root: Path, students: dict, slugs: list[str]) -> Path:
                 write_notebook(answered(src), target)
             elif kind == "wrong":
                 write_notebook(answered(src, WRONG[slug][0]), target)
+            elif kind == "wrong_more":
+                write_notebook(answered(src, WRONG_MORE[slug][0]), target)
             else:
                 raise ValueError(kind)
     return root

@@ -25,6 +25,7 @@ from pecourse.exercises.notebook import (
 
 from .helpers import SLUGS, SOURCES
 from .wrong_answers import WRONG
+from .wrong_answers_more import WRONG_MORE
 
 
 def by_key(rows):
@@ -119,12 +120,15 @@ def test_untouched_exercise_scores_zero(class_rows, slug):
     assert any("NotImplementedError" in r.reason for r in rows), [r.reason for r in rows]
 
 
+@pytest.mark.parametrize("student", ["cyd", "dan"])
 @pytest.mark.parametrize("slug", SLUGS)
-def test_wrong_answer_gets_partial_credit(class_rows, slug):
-    rows = [r for r in class_rows if r.student == "cyd" and r.exercise == slug]
+def test_wrong_answer_gets_partial_credit(class_rows, slug, student):
+    expected = (WRONG if student == "cyd" else WRONG_MORE)[slug][1]
+    rows = [r for r in class_rows if r.student == student and r.exercise == slug]
     failed = {r.part for r in rows if r.points < r.max_points}
-    assert failed == WRONG[slug][1], {r.part: r.reason for r in rows}
-    got, most = total(class_rows, "cyd", slug)
+    assert failed == expected, {r.part: r.reason for r in rows}
+    assert all(r.reason for r in rows if r.part in failed), "a failed part says why"
+    got, most = total(class_rows, student, slug)
     assert 0 < got < most
 
 
@@ -136,7 +140,7 @@ def test_cli_grade_writes_csv_sqlite_summary_and_is_deterministic(
     code = pecourse_main(["grade", str(class_dir), "--out", str(out), "--jobs", "2", "--quiet"])
     assert code == 0
     printed = capsys.readouterr().out
-    assert "3 student(s)" in printed and "passed" in printed
+    assert "4 student(s)" in printed and "passed" in printed
     assert all(slug in printed for slug in SLUGS)
     with open(out, newline="") as f:
         table = list(csv.DictReader(f))

@@ -80,4 +80,4 @@ def test_nbgrader_autograde_agrees_with_our_grader(tmp_path, class_dir, class_ro
     assert theirs == ours
     # and the class is not trivially uniform: full, zero and partial scores all occur
     totals = {s: sum(v[0] for (st, _), v in ours.items() if st == s) for s in students}
-    assert len(set(totals.values())) == 3
+    assert len(set(totals.values())) >= 3
