@@ -128,6 +128,17 @@ def test_sinusoidal_shift_matrix_has_no_t():
     assert shift_claim.relation == "free of" and t not in shift_claim.lhs.free_symbols
 
 
+def test_is_zero_proves_and_refuses():
+    import sympy as sp
+
+    x, y = sp.symbols("x y", real=True)
+    assert D.is_zero(sp.sin(x + y) - sp.sin(x) * sp.cos(y) - sp.cos(x) * sp.sin(y))
+    assert D.is_zero(sp.exp(x + y) / (sp.exp(x + y) + sp.exp(y)) - 1 / (1 + sp.exp(-x)))
+    assert not D.is_zero(sp.sin(x) ** 2 - sp.cos(x) ** 2)
+    assert not D.is_zero(sp.Matrix([0, x - y]))
+    assert not D.Claim("c", sp.Integer(1), sp.Integer(1), relation="!=", witness={x: 1}).prove()
+
+
 def test_claim_refuses_unknown_relation_and_missing_witness():
     with pytest.raises(ValueError, match="relation"):
         D.Claim("x", 1, 1, relation="~")

@@ -319,15 +319,18 @@ class Identity:
         return self.claims[0].relation
 
     # -- proof ---------------------------------------------------------------------------
+    def _results(self) -> list[bool]:
+        if self._checked is None:
+            self._checked = [c.prove() for c in self.claims]
+        return self._checked
+
     def check(self) -> bool:
         """True only when sympy proves every claim; cached after the first call."""
-        if self._checked is None:
-            self._checked = all(c.prove() for c in self.claims)
-        return self._checked
+        return all(self._results())
 
     def failed_claims(self) -> list[str]:
         """Captions of the claims sympy could not prove (empty when :meth:`check` holds)."""
-        return [c.caption for c in self.claims if not c.prove()]
+        return [c.caption for c, ok in zip(self.claims, self._results()) if not ok]
 
     # -- display -------------------------------------------------------------------------
     def latex(self) -> str:
