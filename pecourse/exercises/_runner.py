@@ -14,7 +14,8 @@ the parts already run keep their result.
 The cells run in an IPython shell (the same machinery as the Jupyter kernel: magics,
 ``display``, tracebacks), without a kernel process and its start-up cost. Limits:
 
-* ``RLIMIT_AS`` caps the address space, so a huge allocation fails with ``MemoryError`` (or
+* ``RLIMIT_AS`` caps the address space (``memory_mb`` beyond what the interpreter maps at
+  the start), so a huge allocation fails with ``MemoryError`` (or
   torch's allocator error) in the cell that made it, instead of swapping the machine;
 * a per-cell timer raises :class:`CellTimeout` in a cell that runs too long (the parent
   also kills the whole process group at its wall-clock limit, for loops that swallow it);
@@ -102,8 +103,23 @@ def _describe(exc: BaseException, memory_mb: int, cell_timeout: float) -> str:
     return text
 
 
+def _address_space() -> int:
+    """This process's current virtual size in bytes (0 where /proc is not available)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("VmSize:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
 def _set_limits(memory_mb: int) -> None:
-    limit = memory_mb * 1024 * 1024
+    # The allowance is on top of what the preloaded interpreter already maps (torch alone
+    # maps over a gigabyte, more for CUDA builds), so the notebook gets the same room
+    # whatever the build.
+    limit = _address_space() + memory_mb * 1024 * 1024
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     # Writing a huge file fails with EFBIG instead of filling the disk.
@@ -136,7 +152,12 @@ def run_job(job: dict) -> None:
     config.HistoryManager.enabled = False
     config.InteractiveShell.colors = "nocolor"
     config.InteractiveShell.xmode = "Plain"
-    shell = InteractiveShell.instance(config=config)
+
+    class GradingShell(InteractiveShell):
+        def enable_gui(self, gui=None):  # no event loop to hook: ``%matplotlib inline`` is fine
+            pass
+
+    shell = GradingShell.instance(config=config)
     _set_limits(memory_mb)
 
     def on_alarm(signum, frame):

@@ -89,7 +89,10 @@ def register(subparsers) -> None:
         help=f"seconds per submission ({d.wall_clock:g})",
     )
     grade.add_argument(
-        "--memory-mb", type=int, default=d.memory_mb, help=f"address-space limit ({d.memory_mb})"
+        "--memory-mb",
+        type=int,
+        default=d.memory_mb,
+        help=f"memory (MB of address space) a notebook may add ({d.memory_mb})",
     )
     grade.add_argument(
         "--output-cap", type=int, default=d.output_cap, help="characters of printed output kept"

@@ -56,11 +56,16 @@ SERVER_DIED = "the grading server died while running this notebook (did it kill 
 
 @dataclass(frozen=True)
 class Limits:
-    """Per-submission limits (seconds, megabytes, characters of printed output)."""
+    """Per-submission limits.
+
+    ``cell_timeout`` and ``wall_clock`` in seconds; ``memory_mb``: address space the
+    notebook may add to the interpreter's (``RLIMIT_AS``); ``output_cap``: characters of
+    printed output kept.
+    """
 
     cell_timeout: float = 30.0
     wall_clock: float = 180.0
-    memory_mb: int = 4096
+    memory_mb: int = 3072
     output_cap: int = 100_000
 
 

@@ -44,9 +44,14 @@ HOSTILE = {
         "shutil.rmtree(os.getcwd())\n" + GOOD_TABLE
     },
     "chatty": {"answer_table": "print('x' * 5_000_000)\n" + GOOD_TABLE},
+    # not hostile: a notebook habit that must work without a Jupyter kernel
+    "plotter": {
+        "answer_table": "%matplotlib inline\nimport matplotlib.pyplot as plt\n"
+        "plt.plot([1, 2])\nplt.show()\ndisplay('shown')\n" + GOOD_TABLE
+    },
 }
 
-LIMITS = Limits(cell_timeout=3.0, wall_clock=12.0, memory_mb=4096, output_cap=10_000)
+LIMITS = Limits(cell_timeout=3.0, wall_clock=12.0, memory_mb=2048, output_cap=10_000)
 
 
 def _write(root, student, nb_or_text):
@@ -141,6 +146,10 @@ def test_deleting_files_in_the_working_directory(hostile_rows):
 def test_printing_megabytes_is_capped(hostile_rows):
     check(hostile_rows, "chatty", PARTS, "")
     assert "output capped" in hostile_rows[("chatty", "test_table")].reason
+
+
+def test_magics_plots_and_display_work(hostile_rows):
+    check(hostile_rows, "plotter", PARTS, "")
 
 
 @pytest.mark.parametrize("student", ["not_json", "not_a_notebook"])
