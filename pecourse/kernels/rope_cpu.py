@@ -12,21 +12,22 @@ result: six passes over memory for work that needs one read and one write. This 
 that one pass.
 
 How (and why this way). Three options were measured side by side on the course machine
-(AMD EPYC, one thread, queries and keys ``[4, 8, 2048, 64]`` float32; ``benchmarks/rope_cpu.py``,
-``benchmarks/results/rope_cpu.json``), as speed relative to transformers' eager code and to
+(AMD EPYC, one thread, queries and keys ``[4, 8, 2048, 64]`` float32;
+``benchmarks/rope_cpu.py``, ``benchmarks/results/rope_cpu.json``), as speed relative to transformers' eager code and to
 a plain copy of the same tensors (the memory-bandwidth limit):
 
 - PyTorch ops into a preallocated output (the package's readable reference in
-  :mod:`pecourse.positions.rope`): 1.4-1.6x transformers' eager speed, 0.15x a copy — still one
-  strided pass per product.
+  :mod:`pecourse.positions.rope`): 1.4-1.6x transformers' eager speed, 0.15x a copy —
+  still one strided pass per product.
 - ``torch.compile`` of transformers' function: 3x eager, 0.3x a copy, after 10-40 s of
   compilation on first use and a recompilation for every new dtype / rank / pairing — too
   slow to start for a notebook that calls RoPE once on a small tensor.
 - **A ~100-line C kernel** (no PyTorch headers, so ``gcc`` builds it in under a second,
   unlike ``cpp_extension.load_inline``, which needs ninja — not a dependency of this
-  package — and tens of seconds for ``torch/extension.h``), loaded with :mod:`ctypes`, which releases the GIL so chunks of rows
-  run on a small thread pool: one read and one write per element, 8.5x eager and 0.9x a copy
-  (forward; forward + backward 6-7x and 0.7-0.8x; two runs on a loaded machine).
+  package — and tens of seconds for ``torch/extension.h``), loaded with :mod:`ctypes`,
+  which releases the GIL so chunks of rows run on a small thread pool: one read and one
+  write per element, 8.5x eager and 0.9x a copy (forward; forward + backward 6-7x and
+  0.7-0.8x; two runs on a loaded machine).
 
 We use the C kernel. The shared library is cached under the user cache directory
 (``platformdirs.user_cache_dir("pecourse")``, or ``$PECOURSE_CACHE_DIR``), keyed by a hash of
