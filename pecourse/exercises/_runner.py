@@ -257,6 +257,8 @@ def serve() -> None:
                     job_id, job_path = words[1], words[2]
                     with open(job_path, encoding="utf-8") as f:
                         job = json.load(f)
+                    # The job holds the hidden tests: not for the notebook's eyes.
+                    os.unlink(job_path)
                     pid = os.fork()
                     if pid == 0:  # the child: a submission of its own
                         try:
