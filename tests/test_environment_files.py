@@ -13,25 +13,26 @@ ROOT = Path(__file__).resolve().parent.parent
 CONDA_TO_PYPI = {"pytorch": "torch"}
 
 
-def pyproject_requirements() -> dict[str, SpecifierSet]:
+def pyproject_requirements() -> dict[str, tuple[SpecifierSet, str]]:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     lines = list(project["dependencies"])
     for extra in project["optional-dependencies"].values():
         lines += extra
     reqs = [Requirement(line) for line in lines]
-    return {r.name.lower(): r.specifier for r in reqs}
+    return {r.name.lower(): (r.specifier, str(r.marker or "")) for r in reqs}
 
 
-def conda_requirements() -> dict[str, SpecifierSet]:
+def conda_requirements() -> dict[str, tuple[SpecifierSet, str]]:
     env = yaml.safe_load((ROOT / "environment.yml").read_text())
     found = {}
     for item in env["dependencies"]:
         entries = item["pip"] if isinstance(item, dict) else [item]
         for entry in entries:
-            if entry.startswith("-e") or entry in ("pip",) or entry.startswith("python"):
+            if entry.startswith("-e") or entry in ("pip",) or re.match(r"python\b", entry):
                 continue
-            name, spec = re.match(r"([A-Za-z0-9_.\-]+)(.*)", entry).groups()
-            found[CONDA_TO_PYPI.get(name.lower(), name.lower())] = SpecifierSet(spec)
+            req = Requirement(entry)
+            name = CONDA_TO_PYPI.get(req.name.lower(), req.name.lower())
+            found[name] = (req.specifier, str(req.marker or ""))
     return found
 
 
@@ -47,7 +48,7 @@ def test_same_packages_and_bounds():
 
 def test_torch_is_capped_below_cuda_only_releases():
     # A requirement admitting 2.14+ pulls a multi-GB CUDA build on our machines.
-    spec = pyproject_requirements()["torch"]
+    spec, _ = pyproject_requirements()["torch"]
     assert "2.13.0" in spec
     assert "2.14.0" not in spec
 
