@@ -36,6 +36,7 @@ MAX_ERROR_CHARS = 600
 PRELOAD = (
     "torch",
     "numpy",
+    "matplotlib.pyplot",
     "IPython.core.interactiveshell",
     "traitlets.config",
     "pecourse.attention",

@@ -51,7 +51,7 @@ HOSTILE = {
     },
 }
 
-LIMITS = Limits(cell_timeout=3.0, wall_clock=12.0, memory_mb=2048, output_cap=10_000)
+LIMITS = Limits(cell_timeout=4.0, wall_clock=15.0, memory_mb=2048, output_cap=10_000)
 
 
 def _write(root, student, nb_or_text):
