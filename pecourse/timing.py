@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ._validate import check_choice, check_float, check_int
+from .info import cpu_name
 
 __all__ = [
     "Timing",
@@ -192,28 +193,17 @@ def gpu_available() -> tuple[bool, str]:
     return True, torch.cuda.get_device_name()
 
 
-def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def describe_machine() -> dict:
     """What a timing depends on: CPU model, cores, torch / Python versions, the GPU if any."""
     info = {
-        "cpu_model": _cpu_model(),
+        "cpu_model": cpu_name(),
         "cpu_count": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
         "platform": platform.platform(),
         "python": platform.python_version(),
         "torch": torch.__version__,
         "device": "cpu",
-        "device_name": _cpu_model(),
+        "device_name": cpu_name(),
     }
     load = cpu_load()
     if load is not None:
