@@ -56,6 +56,7 @@ __all__ = [
     "pairing_permutation",
     "permute_qk_weight",
     "RoPE",
+    "check_rotary_dim",
 ]
 
 #: The two ways real code pairs up dimensions for rotation.
@@ -163,19 +164,23 @@ def _rotate(x: Tensor, cos: Tensor, sin: Tensor, pairing: str) -> Tensor:
     return out.to(x.dtype)
 
 
-def _check_rope_args(x: Tensor, positions: Tensor, pairing: str, rotary_dim):
-    """Shared validation of :func:`apply_rope` and friends; returns ``rotary_dim``."""
-    check_tensor("x", x, ndim=4, floating=True)
-    check_choice("pairing", pairing, PAIRINGS)
-    head_dim = check_even("head_dim (x.shape[-1])", x.shape[-1])
-    if rotary_dim is None:
-        rotary_dim = head_dim
-    rotary_dim = check_even("rotary_dim", rotary_dim)
+def check_rotary_dim(head_dim: int, rotary_dim) -> int:
+    """``rotary_dim`` (``None`` means all of ``head_dim``): even and at most ``head_dim``."""
+    rotary_dim = check_even("rotary_dim", head_dim if rotary_dim is None else rotary_dim)
     if rotary_dim > head_dim:
         raise ValueError(
             f"rotary_dim must be <= head_dim ({head_dim}) (only the first rotary_dim "
             f"dimensions rotate), got {rotary_dim}"
         )
+    return rotary_dim
+
+
+def _check_rope_args(x: Tensor, positions: Tensor, pairing: str, rotary_dim):
+    """Shared validation of :func:`apply_rope` and friends; returns ``rotary_dim``."""
+    check_tensor("x", x, ndim=4, floating=True)
+    check_choice("pairing", pairing, PAIRINGS)
+    head_dim = check_even("head_dim (x.shape[-1])", x.shape[-1])
+    rotary_dim = check_rotary_dim(head_dim, rotary_dim)
     positions = check_positions("positions", positions)
     b, _, s, _ = x.shape
     if positions.shape[-1] != s:
@@ -427,11 +432,7 @@ class RoPE(PositionScheme):
         from .rope_scaling import SCALINGS
 
         self.head_dim = check_even("head_dim", head_dim)
-        self.rotary_dim = check_even("rotary_dim", head_dim if rotary_dim is None else rotary_dim)
-        if self.rotary_dim > self.head_dim:
-            raise ValueError(
-                f"rotary_dim must be <= head_dim ({self.head_dim}), got {self.rotary_dim}"
-            )
+        self.rotary_dim = check_rotary_dim(self.head_dim, rotary_dim)
         self.base = check_float("base", base, minimum=1.0, strict_minimum=True)
         self.pairing = check_choice("pairing", pairing, PAIRINGS)
         self.scaling = check_choice("scaling", scaling, tuple(SCALINGS))

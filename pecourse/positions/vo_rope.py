@@ -35,7 +35,7 @@ from torch import Tensor
 
 from .._validate import check_choice, check_even, check_float, check_tensor
 from ..attention import PositionScheme
-from .rope import PAIRINGS, apply_rope
+from .rope import PAIRINGS, apply_rope, check_rotary_dim
 
 __all__ = ["rope_inverse", "vo_rope_values", "vo_rope_output", "VORoPE"]
 
@@ -73,12 +73,7 @@ def rope_inverse(
     check_tensor("x", x, ndim=4, floating=True)
     check_choice("pairing", pairing, PAIRINGS)
     head_dim = check_even("head_dim (x.shape[-1])", x.shape[-1])
-    r = head_dim if rotary_dim is None else check_even("rotary_dim", rotary_dim)
-    if r > head_dim:
-        raise ValueError(
-            f"rotary_dim must be <= head_dim ({head_dim}) (only the first rotary_dim "
-            f"dimensions rotate), got {r}"
-        )
+    r = check_rotary_dim(head_dim, rotary_dim)
     flipped = _conjugate_pairs(x, pairing, r)
     rotated = apply_rope(
         flipped, positions, inv_freq=inv_freq, base=base, pairing=pairing, rotary_dim=rotary_dim
@@ -154,11 +149,7 @@ class VORoPE(PositionScheme):
     ):
         super().__init__()
         self.head_dim = check_even("head_dim", head_dim)
-        self.rotary_dim = check_even("rotary_dim", head_dim if rotary_dim is None else rotary_dim)
-        if self.rotary_dim > self.head_dim:
-            raise ValueError(
-                f"rotary_dim must be <= head_dim ({self.head_dim}), got {self.rotary_dim}"
-            )
+        self.rotary_dim = check_rotary_dim(self.head_dim, rotary_dim)
         self.base = check_float("base", base, minimum=1.0, strict_minimum=True)
         self.pairing = check_choice("pairing", pairing, PAIRINGS)
         if not isinstance(rotate_qk, bool):
