@@ -327,6 +327,13 @@ def rope_scaling(
     pi = by.get(f"PI x{factor:g}")
     ft = by.get("PI + fine-tune (rope_pi_finetune)")
     yarn, yft = by.get(f"YaRN x{factor:g}"), by.get("YaRN + fine-tune (rope_yarn_finetune)")
+    if pi and pi[lengths[0]] > 1.5 * by["rope (no scaling)"][lengths[0]]:
+        lines.append(
+            f"Training-free PI is worst even at {lengths[0]} ({pi[lengths[0]]:.2f}): dividing every "
+            f"angle by {factor:g} squeezes neighbouring characters to a quarter of a position "
+            "apart, and a character model lives on those short distances. NTK and YaRN leave the "
+            "fast pairs alone, which is why they degrade far less (bloc97 2023; Peng et al. 2023)."
+        )
     if yarn and yft:
         lines.append(
             f"YaRN alone at 256: {yarn[256]:.2f}; after the same 100 steps: {yft[256]:.2f}."
@@ -357,7 +364,7 @@ def augmentation(lengths=LENGTHS, *, tokens: int = 2048) -> ExperimentResult:
     All three see 64-token windows; the augmented ones saw position ids spread over
     0..511 (randomized: a sorted random subset; PoSE: two chunks with a random skip).
     Evaluation uses the ordinary ids 0..L-1; the randomized model is also evaluated the
-    way Ruoss et al. test it, on a sorted random subset of 0..511 (one fixed draw per length;
+    way it was trained, on a sorted random subset of 0..511 (one fixed draw per length;
     at 512 that is exactly 0..511).
     """
     from .positions.augmentation import randomized_positions
@@ -385,10 +392,19 @@ def augmentation(lengths=LENGTHS, *, tokens: int = 2048) -> ExperimentResult:
         )
     helped = [n for n in names[1:] if by[n][top] < by["rope"][top]]
     lines.append(
-        f"Augmentation lowers perplexity at {top} for: {', '.join(helped) or 'neither'}. "
-        "Both papers report that training on position ids beyond the window lets the model "
-        "work at those positions; randomized positions trade some in-length quality for it, "
-        "PoSE keeps ids contiguous within chunks and so stays closer to the plain model."
+        f"Augmentation lowers perplexity at {top} for: {', '.join(helped) or 'neither'} "
+        f"(plain RoPE: {by['rope'][top]:.2f}). Both papers find that training on position ids "
+        "beyond the window lets a model work at those positions without training on long inputs."
+    )
+    r0, rr, rp = by["rope"], by["rope_randomized"], by["rope_pose"]
+    rid = by["rope_randomized (random ids)"]
+    lines.append(
+        f"At the training length, PoSE costs little ({rp[lengths[0]]:.2f} vs {r0[lengths[0]]:.2f}): "
+        "its ids are contiguous within each chunk, so neighbours are one apart as at test time. "
+        f"Randomized positions cost more ({rr[lengths[0]]:.2f} with ids 0..L-1, "
+        f"{rid[lengths[0]]:.2f} with random ids drawn as in training): in training, neighbours "
+        f"were about {span // lengths[0]} ids apart, so short gaps are what it saw least. Ruoss "
+        "et al. test on algorithmic tasks, where order matters more than exact distance."
     )
     fig, (ax,) = _figure()
     _plot_lines(ax, rows, lengths, ylabel="perplexity")
@@ -539,22 +555,29 @@ def nope_irope(lengths=LENGTHS, *, tokens: int = 2048) -> ExperimentResult:
         )
     by = {r["model"]: r for r in rows}
     q = {n: by[n][top] / by[n][lengths[0]] for n in names}
-    lines.append(
-        "iRoPE degrades less than RoPE beyond the training length"
-        if q["irope"] < q["rope"]
-        else "iRoPE does not degrade less than RoPE here"
-    )
-    lines[-1] += (
-        "; NoPE "
-        + (
-            "also extrapolates better than RoPE"
-            if q["nope"] < q["rope"]
-            else "extrapolates no better than RoPE"
+    if q["nope"] < q["rope"]:
+        lines.append(
+            f"NoPE degrades less than RoPE ({q['nope']:.2f}x vs {q['rope']:.2f}x), as Kazemnejad et "
+            "al. found on length generalisation, though it starts from a worse perplexity at 64 "
+            f"({by['nope'][lengths[0]]:.2f} vs {by['rope'][lengths[0]]:.2f}): with only the causal "
+            "mask to infer order, a tiny model pays for position in quality."
         )
-        + ". Kazemnejad et al. find NoPE generalises better than RoPE on length; with"
-        " perplexity on text (not their algorithmic tasks) and a 64-character window, the gap"
-        " may be small or reversed: NoPE's attention still spreads out as the context grows."
-    )
+    else:
+        lines.append(
+            f"NoPE does not degrade less than RoPE here ({q['nope']:.2f}x vs {q['rope']:.2f}x), "
+            "unlike Kazemnejad et al.; their evidence is on algorithmic tasks, not text perplexity."
+        )
+    if abs(q["irope"] - q["rope"]) < 0.05 * q["rope"]:
+        lines.append(
+            f"iRoPE ({q['irope']:.2f}x) behaves like RoPE ({q['rope']:.2f}x): one NoPE layer in four "
+            "does not rescue the three RoPE layers, which still meet rotation angles they never "
+            "saw. Llama 4 pairs the interleaving with an inference-time temperature on the NoPE "
+            "layers' attention and trains far longer; neither is part of this plan."
+        )
+    elif q["irope"] < q["rope"]:
+        lines.append(f"iRoPE degrades less than RoPE ({q['irope']:.2f}x vs {q['rope']:.2f}x).")
+    else:
+        lines.append(f"iRoPE degrades more than RoPE here ({q['irope']:.2f}x vs {q['rope']:.2f}x).")
     fig, (ax,) = _figure()
     _plot_lines(ax, rows, lengths, ylabel="perplexity")
     ax.axvline(lengths[0], color="grey", ls=":", lw=1)

@@ -317,11 +317,19 @@ RECIPES: dict[str, dict] = {
 
 
 def train_recipe(name: str, *, out_dir=None, progress: bool = True, **overrides):
-    """Train the shipped checkpoint ``name`` from scratch (a key of :data:`RECIPES`)."""
+    """Train the shipped checkpoint ``name`` from scratch (a key of :data:`RECIPES`).
+
+    Writes ``out_dir/name.safetensors`` and ``.json`` (default: the shipped folder;
+    ``out_dir=False`` writes nothing). A recipe that continues another (``init_from``)
+    starts from the copy in ``out_dir`` when there is one, so a retrain into a fresh
+    folder is self-contained.
+    """
     check_choice("name", name, tuple(RECIPES))
     recipe = RECIPES[name]
     mc = ModelConfig.from_dict(recipe["model"])
     tc = TrainConfig.from_dict({**recipe["train"], **overrides})
+    if out_dir and tc.init_from and os.path.exists(os.path.join(out_dir, f"{tc.init_from}.json")):
+        tc.init_from = os.path.join(out_dir, tc.init_from)
     out = None if out_dir is False else os.path.join(out_dir or checkpoint_dir(), name)
     return train(mc, tc, out=out, progress=progress)
 
