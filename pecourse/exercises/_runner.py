@@ -4,7 +4,7 @@
 once per batch (:func:`serve`): it imports torch and IPython once, then forks one process
 per submission, which runs in its own session and a fresh temporary working directory
 (:func:`run_job`; ``python -m pecourse.exercises._runner JOB`` runs a single job without the
-server). A job is a JSON file: ``{"cells": [[source, grade_id or null], ...],
+server). A job is a JSON file: ``{"cells": [[source, grade_id or null, kind], ...],
 "cell_timeout": s, "memory_mb": n, "output_cap": chars, "result": path, "workdir": path,
 "env": {...}}``. Each cell's outcome is appended to ``result`` as one JSON line the moment
 the cell ends (written with ``os.write``, unbuffered), so whatever
@@ -167,7 +167,7 @@ def run_job(job: dict) -> None:
     signal.signal(signal.SIGALRM, on_alarm)
     report({"started": True})
     sys.stdout = sys.stderr = out
-    for index, (source, gid) in enumerate(job["cells"]):
+    for index, (source, gid, kind) in enumerate(job["cells"]):
         error = None
         printed_before = out.size
         try:
@@ -186,6 +186,7 @@ def run_job(job: dict) -> None:
             {
                 "index": index,
                 "grade_id": gid,
+                "kind": kind,
                 "ok": error is None,
                 "error": error,
                 "printed": out.size - printed_before,

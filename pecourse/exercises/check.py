@@ -15,7 +15,7 @@ from pathlib import Path
 
 import nbformat
 
-from .notebook import grade_id, is_test_cell
+from .notebook import grade_id, is_answer_cell, is_test_cell
 
 __all__ = ["PartResult", "check_notebook", "format_report", "main_check"]
 
@@ -55,11 +55,17 @@ def check_notebook(path: str | Path, *, timeout: float = 60.0) -> list[PartResul
     # The kernel's own stderr (start-up warnings about its transport) is not the learner's.
     client.execute(stderr=subprocess.DEVNULL)
     results = []
+    broken: list[str] = []  # answer cells that raised something other than the stub
     for cell in nb.cells:
-        if is_test_cell(cell):
+        if is_answer_cell(cell):
+            error = _error_of(cell)
+            if error and not error.startswith("NotImplementedError"):
+                broken.append(f"answer cell {grade_id(cell)} failed earlier: {error}")
+        elif is_test_cell(cell):
             error = _error_of(cell)
             points = float(cell.metadata["nbgrader"].get("points", 0))
-            results.append(PartResult(grade_id(cell), points, error is None, error or ""))
+            hint = "; ".join([error, *broken]) if error else ""
+            results.append(PartResult(grade_id(cell), points, error is None, hint))
     return results
 
 

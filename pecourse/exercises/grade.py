@@ -330,7 +330,14 @@ def grade_submission(
                 server.close()
     else:
         records, stopped = _run_retrying(graded, limits, server, exercise, text)
-    by_part = {r["grade_id"]: r for r in records if r.get("grade_id")}
+    by_part = {r["grade_id"]: r for r in records if r.get("kind") == "test"}
+    # Answer cells that raised (other than the untouched stub): a failing part that comes
+    # after one is most likely failing because of it, so the reason says so.
+    broken_answers = [
+        (r["index"], r["grade_id"], r["error"])
+        for r in records
+        if r.get("kind") == "answer" and not r["ok"] and "NotImplementedError" not in r["error"]
+    ]
     printed = sum(r.get("printed", 0) for r in records if "index" in r)
     general = []
     if printed > limits.output_cap:
@@ -351,6 +358,12 @@ def grade_submission(
         else:
             ok = bool(record["ok"])
             reason = "" if ok else (record.get("error") or "failed")
+            if not ok:
+                notes += [
+                    f"answer cell {gid} failed earlier: {error}"
+                    for index, gid, error in broken_answers
+                    if index < record["index"]
+                ]
         text = "; ".join(x for x in [reason, *notes, *general] if x)
         rows.append(Row(student, exercise, p.grade_id, p.points if ok else 0.0, p.points, text))
     return rows

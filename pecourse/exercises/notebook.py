@@ -232,12 +232,13 @@ def stale_exercises(source_dir: Path | None = None, out_dir: Path | None = None)
 class GradedNotebook:
     """The code to run for one submission, and what is known before running it.
 
-    ``cells`` are ``(source, grade_id or None)`` pairs in order; ``notes`` maps a part's
+    ``cells`` are ``(source, grade_id or None, kind)`` in order, ``kind`` being ``"answer"``,
+    ``"test"`` (a part) or ``"setup"`` (anything else); ``notes`` maps a part's
     grade_id to remarks about the submission (a test cell the student edited or deleted,
     an answer cell that is missing) that go into the gradebook's ``reason`` column.
     """
 
-    cells: list[tuple[str, str | None]]
+    cells: list[tuple[str, str | None, str]]
     parts: list[Part]
     notes: dict[str, list[str]] = field(default_factory=dict)
 
@@ -263,7 +264,7 @@ def assemble_graded(source_nb, submission_nb) -> GradedNotebook:
             answers.setdefault(gid, src)
         submitted.setdefault(gid, src)
 
-    cells: list[tuple[str, str | None]] = []
+    cells: list[tuple[str, str | None, str]] = []
     notes: dict[str, list[str]] = {}
     missing_answers: list[str] = []
     graded_parts = parts(source_nb)
@@ -273,13 +274,14 @@ def assemble_graded(source_nb, submission_nb) -> GradedNotebook:
         gid = grade_id(cell)
         if is_answer_cell(cell):
             if gid in answers:
-                cells.append((answers[gid], None))
+                cells.append((answers[gid], gid, "answer"))
             else:
                 missing_answers.append(gid)
                 cells.append(
                     (
                         f"raise NotImplementedError('answer cell {gid} is missing from the submission')",
-                        None,
+                        gid,
+                        "answer",
                     )
                 )
         elif is_test_cell(cell):
@@ -292,9 +294,9 @@ def assemble_graded(source_nb, submission_nb) -> GradedNotebook:
                 notes.setdefault(gid, []).append(
                     "test cell edited by the student; graded with the original"
                 )
-            cells.append((cell.source, gid))
+            cells.append((cell.source, gid, "test"))
         else:
-            cells.append((cell.source, None))
+            cells.append((cell.source, gid, "setup"))
     if missing_answers:
         note = "answer cell(s) missing from the submission: " + ", ".join(missing_answers)
         for p in graded_parts:

@@ -13,14 +13,13 @@ SLUG = "09_sinusoidal_positional_encodings"
 
 def test_check_reports_each_part_with_its_hint(tmp_path, capsys):
     source = read_notebook(SOURCES[0].parent / f"{SLUG}.ipynb")
-    # Part 1 right, part 2 wrong in a way the visible test sees, part 3 not attempted.
+    # Part 1 right, part 2 wrong in a way the visible test sees, part 3 does not parse.
     nb = answered(
         source,
         {
             "answer_shift": "def shift_matrix(delta, dim, base=10000.0):\n"
             "    return torch.eye(dim)",
-            "answer_wavelengths": "def wavelengths(dim, base=10000.0):\n"
-            "    raise NotImplementedError()",
+            "answer_wavelengths": "def wavelengths(dim, base=10000.0):\n    return 2 *",
         },
     )
     path = tmp_path / f"{SLUG}.ipynb"
@@ -31,7 +30,8 @@ def test_check_reports_each_part_with_its_hint(tmp_path, capsys):
     assert "[PASS] test_table (2 points)" in out
     assert "[FAIL] test_shift (2 points)" in out
     assert "M(3) @ PE(t) should equal PE(t + 3)" in out  # the hint from the assertion
-    assert "[FAIL] test_wavelengths" in out and "not written yet" in out
+    assert "[FAIL] test_wavelengths" in out and "NameError" in out
+    assert "answer cell answer_wavelengths failed earlier: SyntaxError" in out
     assert "1/3 parts passed, 2/6 points" in out
 
 

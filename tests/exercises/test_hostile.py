@@ -136,6 +136,8 @@ def test_killing_the_grading_server(hostile_rows):
 
 def test_raising_at_import(hostile_rows):
     check(hostile_rows, "import_error", {"test_shift", "test_wavelengths"}, "NameError")
+    reason = hostile_rows[("import_error", "test_table")].reason
+    assert "answer cell answer_table failed earlier: ModuleNotFoundError" in reason
 
 
 def test_deleting_files_in_the_working_directory(hostile_rows):

@@ -97,9 +97,9 @@ def test_assemble_takes_answers_from_the_student_and_everything_else_from_the_so
     student.cells.append(new_code_cell("f = lambda x: 0"))  # an extra cell: not run
     graded = assemble_graded(source_nb(), student)
     assert graded.cells == [
-        ("import math", None),
-        ("def f(x):\n    return x + x", None),
-        (source_nb().cells[3].source, "test_f"),
+        ("import math", "setup", "setup"),
+        ("def f(x):\n    return x + x", "answer_f", "answer"),
+        (source_nb().cells[3].source, "test_f", "test"),
     ]
     assert graded.notes == {"test_f": ["test cell edited by the student; graded with the original"]}
 
