@@ -38,6 +38,13 @@ HOSTILE = {
     "parent_killer": {
         "answer_shift": "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)",
     },
+    # errors that mention a temporary path or an object's address: the gradebook must
+    # still be the same every time
+    "unstable_error": {
+        "answer_table": "def sinusoidal_table(num_positions, dim, base=10000.0):\n"
+        "    import os\n"
+        "    raise ValueError(f'{os.getcwd()} {object()}')",
+    },
     "import_error": {"answer_table": "import no_such_module_for_pecourse\n" + GOOD_TABLE},
     "deleter": {
         "answer_table": "import os, shutil\nfor name in os.listdir('.'):\n    os.remove(name)\n"
@@ -132,6 +139,11 @@ def test_os_exit_costs_the_remaining_parts(hostile_rows):
 def test_killing_the_grading_server(hostile_rows):
     # the server is restarted, the job retried once; the others are graded normally
     check(hostile_rows, "parent_killer", {"test_table"}, "grading server died")
+
+
+def test_reasons_are_stable(hostile_rows):
+    reason = hostile_rows[("unstable_error", "test_table")].reason
+    assert reason == "ValueError: <tmp>/work <object object at 0x…>", reason
 
 
 def test_raising_at_import(hostile_rows):
