@@ -11,7 +11,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.pecourse-installed
 EXTRAS ?= dev,instructor
 
-.PHONY: setup lab test lint format outputs checkpoints clean
+.PHONY: setup lab test lint format outputs exercises checkpoints clean
 
 setup: $(STAMP)
 
@@ -44,6 +44,10 @@ test: lint
 outputs: setup
 	PECOURSE_DATA_DIR=$$(mktemp -d) $(BIN)/python -m pecourse.notebook_tools execute notebooks/*.ipynb
 	$(BIN)/python -m pecourse.course --update-readme
+
+# Regenerate the student notebooks from solutions/ (the single source of every exercise).
+exercises: setup
+	$(BIN)/pecourse exercises build
 
 checkpoints: setup
 	$(BIN)/python -m pecourse.experiments retrain
