@@ -181,15 +181,19 @@ def reading_minutes(path: str | Path) -> int | None:
     return max(1, math.ceil(words / WORDS_PER_MINUTE))
 
 
-def syllabus_table() -> str:
-    """The syllabus as a Markdown table (the README embeds exactly this)."""
+def syllabus_table(link_base: str = "notebooks/") -> str:
+    """The syllabus as a Markdown table (the README embeds exactly this).
+
+    Links point to ``link_base + slug.ipynb``: the default suits the repository root (the
+    README); a notebook inside ``notebooks/`` passes ``link_base=""``.
+    """
     rows = [
         "| # | Chapter | In one line | Reading time |",
         "|---|---------|-------------|--------------|",
     ]
     for c in CONCEPTS:
         minutes = reading_minutes(c.notebook)
-        title = f"[{c.title}]({c.notebook})" if minutes is not None else c.title
+        title = f"[{c.title}]({link_base}{c.slug}.ipynb)" if minutes is not None else c.title
         time = f"{minutes} min" if minutes is not None else "in preparation"
         rows.append(f"| {c.number:02d} | {title} | {c.summary} | {time} |")
     return "\n".join(rows)

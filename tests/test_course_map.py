@@ -71,3 +71,11 @@ def test_ci_runs_the_readme_test_command():
 def test_concept_lookup_refuses_bad_numbers(bad):
     with pytest.raises(ValueError, match="concept number"):
         course.concept(bad)
+
+
+def test_table_links_follow_link_base():
+    readme_links = course.syllabus_table()
+    notebook_links = course.syllabus_table(link_base="")
+    if "](notebooks/" in readme_links:  # at least one chapter exists
+        assert "](notebooks/" not in notebook_links
+        assert readme_links.replace("](notebooks/", "](") == notebook_links

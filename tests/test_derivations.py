@@ -251,3 +251,12 @@ def test_base_bound_refuses_wrong_types():
         D.rope_base_lower_bound(1024.0, 64)
     with pytest.raises(ValueError, match="base"):
         D.rope_base_condition(0.5, 16, 8)
+
+
+def test_witness_is_sorted_by_symbol_name():
+    from pecourse.derivations import IDENTITIES
+
+    for identity in IDENTITIES.values():
+        for claim in identity.claims:
+            names = [str(k) for k in claim.witness]
+            assert names == sorted(names), identity.key

@@ -59,6 +59,11 @@ class Claim:
             raise ValueError(f"relation must be one of {accepted}; got {self.relation!r}")
         if self.relation == "!=" and not self.witness:
             raise ValueError("relation '!=' needs a witness substitution (a counterexample)")
+        # Symbols sorted by name, so a printed counterexample reads the same in every run
+        # (the substitution is built from sets, whose order changes between processes).
+        object.__setattr__(
+            self, "witness", dict(sorted(self.witness.items(), key=lambda kv: str(kv[0])))
+        )
 
     def prove(self) -> bool:
         """True only when sympy proves the claim (see the module docstring)."""
