@@ -443,10 +443,10 @@ def rope_base_bound(head_dim: int, length: int, *, low: float = 1.5, high: float
     bases = torch.logspace(math.log10(low), math.log10(high), 4000, dtype=torch.float64)
     i = torch.arange(0, head_dim, 2, dtype=torch.float64)
     m = torch.arange(0, length + 1, dtype=torch.float64)
+    theta = bases[:, None] ** (-i / head_dim)  # [bases, d/2]
     ok = []
-    for b in bases:
-        theta = b ** (-i / head_dim)
-        ok.append(bool(torch.cos(m[:, None] * theta).sum(-1).min() >= 0))
+    for chunk in torch.split(theta, 500):  # B(m) for every base and m: [chunk, m, d/2]
+        ok += (torch.cos(m[None, :, None] * chunk[:, None, :]).sum(-1).min(-1).values >= 0).tolist()
     bad = [k for k, o in enumerate(ok) if not o]
     return float(bases[bad[-1] + 1]) if bad else float(bases[0])
 
@@ -519,7 +519,11 @@ def rope_base(distances=(8, 16, 24, 32, 40, 48, 56), *, samples: int = 32) -> Ex
 # --- 6. CoPE ----------------------------------------------------------------------------
 
 
-def cope_tasks(lengths=(64, 128), *, samples: int = 64) -> ExperimentResult:
+#: A difference in answer accuracy we call real: a few standard errors at these sample sizes.
+MARGIN = 0.05
+
+
+def cope_tasks(lengths=(64, 128), *, samples: int = 128) -> ExperimentResult:
     """CoPE vs RoPE on counting and selective copy (Golovneva et al. 2024, arXiv:2405.18719).
 
     Accuracy on answer tokens at the training length (64) and at 2× (out of distribution).
@@ -543,23 +547,24 @@ def cope_tasks(lengths=(64, 128), *, samples: int = 64) -> ExperimentResult:
         diff = c[f"acc@{lengths[-1]}"] - r[f"acc@{lengths[-1]}"]
         verdict = (
             "CoPE ahead, as in the paper"
-            if diff > 0.02
+            if diff > MARGIN
             else (
-                "no CoPE advantage here (unlike the paper)"
-                if diff > -0.02
+                "no clear CoPE advantage here (unlike the paper)"
+                if diff > -MARGIN
                 else "RoPE ahead (unlike the paper)"
             )
         )
         lines.append(f"{task} at {lengths[-1]}: {verdict} ({diff:+.2f}).")
-        if task == "counting" and diff <= 0.02:
+        if task == "counting" and diff <= MARGIN:
             lines.append(
-                "  Why: in our counting stream a reset comes often and a count never passes 9, "
-                "so 'attend to every + since the last *' is a content rule RoPE learns as well; "
-                "both models then lose accuracy at 128 alike. The CoPE paper's counting needs "
+                f"  (A difference under {MARGIN} is within sampling noise here.) Why: in our "
+                "counting stream a reset comes often and a count never passes 9, so 'attend to "
+                "every + since the last *' is a content rule RoPE learns as well; both models "
+                "then lose accuracy at 128 alike. The CoPE paper's counting needs "
                 "positions measured in units (the i-th sentence, the i-th occurrence), which "
                 "this small task does not stress."
             )
-        if task == "selective_copy" and diff > 0.02:
+        if task == "selective_copy" and diff > MARGIN:
             lines.append(
                 "  Why: copying the k-th non-blank letter means counting letters, not characters; "
                 "CoPE's gates can count only the letters, RoPE must infer it from distances that "
