@@ -662,7 +662,9 @@ def main(argv=None) -> int:
     r = sub.add_parser("retrain", help="retrain every shipped checkpoint from scratch")
     r.add_argument("names", nargs="*")
     r.add_argument("--out", default=None)
-    r.add_argument("--threads", type=int, default=2, help="torch threads per run")
+    r.add_argument(
+        "--threads", type=int, default=1, help="torch threads per run (the shipped runs used 1)"
+    )
     x = sub.add_parser("run", help="run experiments and print their tables")
     x.add_argument("names", nargs="*")
     x.add_argument("--save", action="store_true", help="write pecourse/results/<name>.json")

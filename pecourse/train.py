@@ -47,7 +47,16 @@ AUGMENT = ("none", "randomized", "pose")
 
 @dataclass
 class TrainConfig:
-    """Options of one training run (JSON-serialisable; stored in the checkpoint)."""
+    """Options of one training run (JSON-serialisable; stored in the checkpoint).
+
+    ``batch_size`` is per process (under DDP each rank draws its own batch). ``data`` is
+    ``"text"``, ``"text+passkey"`` (a ``passkey_fraction`` of each batch replaced by passkey
+    sequences, whose answers get an extra loss of weight ``answer_weight``) or a task of
+    :data:`pecourse.data.TASKS` (loss on the answers only; ``task_options`` go to its
+    generator). ``augment`` draws position ids spanning ``augment_len``. ``init_from``
+    names a checkpoint (or path) to continue from. ``threads`` is torch's intra-op thread
+    count; results are bit-identical only for the same count.
+    """
 
     steps: int = 800
     batch_size: int = 16
@@ -65,7 +74,7 @@ class TrainConfig:
     augment_len: int = 0
     init_from: str | None = None
     log_every: int = 20
-    threads: int = 2
+    threads: int = 1
 
     def __post_init__(self):
         check_int("steps", self.steps, minimum=0)
