@@ -7,6 +7,7 @@ why) and ``figure`` (a matplotlib ``Figure``, made without pyplot's global state
 
 =============================  ==================================================
 :func:`extrapolation`          Press et al. 2022 (arXiv:2108.12409), Tables 2–3
+:func:`loss_by_position`       the same: where, in a long window, each scheme breaks
 :func:`effective_context`      the same paper, appendix B: flat sliding-window
                                perplexity is not the use of long context
 :func:`rope_scaling`           PI, NTK, YaRN, dynamic NTK without training; then
@@ -40,6 +41,7 @@ __all__ = [
     "ExperimentResult",
     "EXPERIMENTS",
     "extrapolation",
+    "loss_by_position",
     "effective_context",
     "rope_scaling",
     "augmentation",
@@ -201,6 +203,48 @@ def extrapolation(
     ax.axvline(train_len, color="grey", ls=":", lw=1)
     ax.set_title("Extrapolation: train at 64, test longer")
     return ExperimentResult("extrapolation", rows, "\n".join(lines), fig)
+
+
+def loss_by_position(
+    names=("sinusoidal", "rope", "t5", "alibi", "nope"), length: int = 256, *, tokens: int = 4096
+) -> ExperimentResult:
+    """Where extrapolation breaks: mean loss at each position of 256-character windows.
+
+    Every model was trained on 64 characters, so positions 64..255 are new to it. A scheme
+    that extrapolates keeps (or lowers) its loss past position 64; one that does not jumps
+    there (Press et al. 2022, arXiv:2108.12409, make the same point with their Figure 1).
+    """
+    bands = [(0, 64), (64, 128), (128, length)]
+    rows, curves = [], {}
+    for name in names:
+        curve = ev.loss_by_position(load_checkpoint(name), length, tokens=tokens)
+        curves[name] = curve
+        row = {"model": name}
+        for a, b in bands:
+            row[f"loss[{a}:{b}]"] = float(curve[a:b].mean())
+        rows.append(row)
+    lines = [f"Mean loss (nats) by position band in windows of {length}; trained at 64:"]
+    for r in rows:
+        first, last = r["loss[0:64]"], r[f"loss[128:{length}]"]
+        change = (
+            "rises" if last > first + 0.05 else ("falls" if last < first - 0.05 else "stays level")
+        )
+        smooth = torch.nn.functional.avg_pool1d(curves[r["model"]][None, None], 16, 1).flatten()
+        over = torch.nonzero(smooth[64:] > first + 0.3).flatten()
+        where = f"breaks near position {int(over[0]) + 64 + 8}" if len(over) else "never breaks"
+        lines.append(
+            f"  {r['model']}: {first:.2f} before 64, {last:.2f} after 128 ({change}); "
+            f"{where} (16-position mean 0.3 nats above its level before 64)"
+        )
+    fig, (ax,) = _figure(width=6)
+    for name, curve in curves.items():
+        smooth = torch.nn.functional.avg_pool1d(curve[None, None], 8, 1).flatten()
+        ax.plot(torch.arange(len(smooth)) + 4, smooth, label=name)
+    ax.axvline(64, color="grey", ls=":", lw=1)
+    ax.set(xlabel="position in the window", ylabel="loss (nats, 8-position mean)")
+    ax.legend(fontsize=8)
+    ax.set_title("Loss by position: the training length is the dotted line")
+    return ExperimentResult("loss_by_position", rows, "\n".join(lines), fig)
 
 
 # --- 2. effective vs nominal context -----------------------------------------------------
@@ -628,6 +672,7 @@ def nope_irope(lengths=LENGTHS, *, tokens: int = 2048) -> ExperimentResult:
 
 EXPERIMENTS = {
     "extrapolation": extrapolation,
+    "loss_by_position": loss_by_position,
     "effective_context": effective_context,
     "rope_scaling": rope_scaling,
     "augmentation": augmentation,
