@@ -170,10 +170,18 @@ def train(
     path without suffix) rank 0 writes the checkpoint. Deterministic for a given seed,
     thread count and world size.
     """
+    cfg = train_config or TrainConfig()
+    threads_before = torch.get_num_threads()
+    torch.set_num_threads(cfg.threads)
+    try:
+        return _train(model_config, cfg, out=out, progress=progress, evaluate=evaluate)
+    finally:
+        torch.set_num_threads(threads_before)  # leave a notebook's kernel as it was
+
+
+def _train(model_config: ModelConfig, cfg: TrainConfig, *, out, progress: bool, evaluate: bool):
     from tqdm.auto import tqdm
 
-    cfg = train_config or TrainConfig()
-    torch.set_num_threads(cfg.threads)
     rank, world = _distributed()
     seed_everything(cfg.seed)
     model = TinyGPT(model_config)
