@@ -327,6 +327,8 @@ def effective_context(
         xscale="log", xlabel="needle distance", ylabel="passkey accuracy", ylim=(-0.05, 1.05)
     )
     axes[1].set_xscale("log", base=2)
+    axes[0].set_xticks(list(lengths), [str(n) for n in lengths])
+    axes[1].set_xticks(list(distances), [str(d) for d in distances])
     axes[1].axvline(train_len, color="grey", ls=":", lw=1)
     for ax in axes:
         ax.legend(fontsize=8)
