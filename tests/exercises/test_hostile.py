@@ -36,7 +36,10 @@ HOSTILE = {
     },
     "hard_exit": {"answer_shift": "import os\nos._exit(3)"},
     "parent_killer": {
-        "answer_shift": "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)",
+        # The pause lets the SIGKILL land before the cell ends: the notebook must not be
+        # able to go on grading itself once its server is gone.
+        "answer_shift": "import os, signal, time\nos.kill(os.getppid(), signal.SIGKILL)\n"
+        "time.sleep(2)",
     },
     # errors that mention a temporary path or an object's address: the gradebook must
     # still be the same every time
