@@ -7,17 +7,22 @@ import pytest
 from pecourse import experiments as ex
 
 
-def test_rope_base_bound_matches_a_direct_check():
+def test_the_two_rope_base_models_straddle_the_bound():
+    # The experiment's premise: one shipped model below Men et al.'s bound, one above.
     import torch
 
-    bound = ex.rope_base_bound(16, 64)
-    assert 1000 < bound < 10000
-    i = torch.arange(0, 16, 2, dtype=torch.float64)
-    m = torch.arange(0, 65, dtype=torch.float64)[:, None]
-    for base, ok in ((bound * 1.05, True), (bound / 3, False)):
-        b = torch.cos(m * base ** (-i / 16)).sum(-1).min()
-        assert (b >= 0) == ok
-    assert ex.rope_base_bound(16, 256) > bound  # longer contexts need larger bases
+    from pecourse.derivations import rope_base_lower_bound
+    from pecourse.model import checkpoint_info
+
+    cfg = checkpoint_info("rope")["config"]
+    head_dim, length = cfg["d_model"] // cfg["n_heads"], cfg["train_len"]
+    bound = rope_base_lower_bound(length, head_dim)
+    i = torch.arange(0, head_dim, 2, dtype=torch.float64)
+    m = torch.arange(0, length + 1, dtype=torch.float64)[:, None]
+    assert torch.cos(m * bound ** (-i / head_dim)).sum(-1).min() >= 0
+    low = checkpoint_info("rope_base_low")["config"]["position_options"]["rope"]["base"]
+    high = cfg["position_options"].get("rope", {}).get("base", 10000.0)
+    assert low < bound < high
 
 
 def test_extrapolation_table_and_learned_is_unavailable():
