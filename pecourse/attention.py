@@ -29,6 +29,7 @@ import math
 
 import torch
 from torch import Tensor, nn
+from torch.nn import functional as F
 
 from ._validate import check_int, check_tensor
 
@@ -124,6 +125,7 @@ def attention(
     causal: bool = True,
     padding_mask: Tensor | None = None,
     return_probs: bool = False,
+    fused: bool = False,
 ):
     r"""Attention with a positional scheme plugged in through its four hooks.
 
@@ -135,6 +137,12 @@ def attention(
     Returns the output ``[batch, heads, Lq, d]`` (and the probabilities when
     ``return_probs``). Refuses mismatched shapes, a non-divisible head count, and a
     scheme that needs a causal mask (xPos) used without one.
+
+    ``fused=True`` runs the same hooks in the same order, but hands the softmax and the
+    weighted sum to ``F.scaled_dot_product_attention`` (one fused kernel, several times
+    faster at long lengths). It applies only where the probabilities are not needed: not
+    with ``return_probs``, and not for schemes that transform the output (Shaw's value
+    term, VO-RoPE), which take the step-by-step path whatever ``fused`` says.
     """
     for name, t in (("q", q), ("k", k), ("v", v)):
         check_tensor(name, t, ndim=4, floating=True)
@@ -171,22 +179,19 @@ def attention(
         k = k.repeat_interleave(h // h_kv, dim=1)
         v = v.repeat_interleave(h // h_kv, dim=1)
 
-    scores = (q @ k.transpose(-2, -1)) / math.sqrt(d)
     # 3. the scores
     bias = scheme.score_bias(q, k, q_positions, k_positions)
+    visible = _visibility(b, lq, lk, causal, padding_mask, q.device)
+    if fused and not return_probs and not _transforms_output(scheme):
+        # A plain square causal mask is what the fused kernel's is_causal means exactly.
+        plain_causal = causal and lq == lk and bias is None and padding_mask is None
+        return _fused_attention(q, k, v, bias, None if plain_causal else visible, plain_causal)
+
+    scores = (q @ k.transpose(-2, -1)) / math.sqrt(d)
     if bias is not None:
         scores = scores + bias
-
-    if causal:
-        scores = scores.masked_fill(~causal_mask(lq, lk, device=q.device), float("-inf"))
-    if padding_mask is not None:
-        check_tensor("padding_mask", padding_mask, ndim=2)
-        if padding_mask.dtype != torch.bool or tuple(padding_mask.shape) != (b, lk):
-            raise ValueError(
-                f"padding_mask must be a bool tensor [batch={b}, Lk={lk}], got "
-                f"{padding_mask.dtype} {tuple(padding_mask.shape)}"
-            )
-        scores = scores.masked_fill(~padding_mask[:, None, None, :], float("-inf"))
+    if visible is not None:
+        scores = scores.masked_fill(~visible, float("-inf"))
     # Softmax in at least float32 (bf16/fp16 logits lose the small differences that matter);
     # float64 stays float64, so the reference path is exact to double round-off.
     probs = torch.softmax(scores.to(torch.promote_types(scores.dtype, torch.float32)), dim=-1)
@@ -197,6 +202,37 @@ def attention(
     # 4b. outputs
     out = scheme.transform_output(out, probs, q_positions, k_positions)
     return (out, probs) if return_probs else out
+
+
+def _visibility(b, lq, lk, causal, padding_mask, device) -> Tensor | None:
+    """Boolean mask broadcastable to ``[b, h, Lq, Lk]``: True where a query may see a key."""
+    visible = causal_mask(lq, lk, device=device) if causal else None
+    if padding_mask is not None:
+        check_tensor("padding_mask", padding_mask, ndim=2)
+        if padding_mask.dtype != torch.bool or tuple(padding_mask.shape) != (b, lk):
+            raise ValueError(
+                f"padding_mask must be a bool tensor [batch={b}, Lk={lk}], got "
+                f"{padding_mask.dtype} {tuple(padding_mask.shape)}"
+            )
+        keys = padding_mask[:, None, None, :]
+        visible = keys if visible is None else visible & keys
+    return visible
+
+
+def _transforms_output(scheme: PositionScheme) -> bool:
+    return type(scheme).transform_output is not PositionScheme.transform_output
+
+
+def _fused_attention(q, k, v, bias, visible, is_causal=False) -> Tensor:
+    """softmax(q·k/√d + bias, masked) · v in one ``scaled_dot_product_attention`` call."""
+    mask = visible
+    if bias is not None:
+        mask = bias.to(q.dtype)
+        if visible is not None:
+            mask = mask.masked_fill(~visible, float("-inf"))
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal)
+    # A query whose every key is masked (a padded query) gets zeros, not NaNs.
+    return torch.nan_to_num(out, nan=0.0)
 
 
 class MultiHeadAttention(nn.Module):
@@ -214,8 +250,11 @@ class MultiHeadAttention(nn.Module):
         *,
         num_kv_heads: int | None = None,
         bias: bool = False,
+        fused: bool = False,
     ):
         super().__init__()
+        #: Hand softmax and the weighted sum to PyTorch's fused kernel (see :func:`attention`).
+        self.fused = bool(fused)
         d_model = check_int("d_model", d_model, minimum=1)
         num_heads = check_int("num_heads", num_heads, minimum=1)
         num_kv_heads = check_int(
@@ -259,6 +298,7 @@ class MultiHeadAttention(nn.Module):
             causal=causal,
             padding_mask=padding_mask,
             return_probs=return_probs,
+            fused=self.fused,
         )
         out, probs = result if return_probs else (result, None)
         out = self.o_proj(out.transpose(1, 2).reshape(b, s, self.num_heads * self.head_dim))

@@ -229,7 +229,9 @@ class Block(nn.Module):
     def __init__(self, cfg: ModelConfig, scheme: PositionScheme):
         super().__init__()
         self.ln1 = nn.LayerNorm(cfg.d_model)
-        self.attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, scheme)
+        # fused: PyTorch's one-kernel softmax·V where the scheme allows (set_fused(False)
+        # switches every layer to the course's step-by-step attention; a test checks both agree).
+        self.attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, scheme, fused=True)
         self.ln2 = nn.LayerNorm(cfg.d_model)
         hidden = cfg.mlp_ratio * cfg.d_model
         self.mlp = nn.Sequential(
@@ -237,48 +239,8 @@ class Block(nn.Module):
         )
 
     def forward(self, x: Tensor, positions: Tensor) -> Tensor:
-        h = self.ln1(x)
-        x = x + (
-            _fused_attention(self.attn, h, positions) if self.fused else self.attn(h, positions)
-        )
+        x = x + self.attn(self.ln1(x), positions)
         return x + self.mlp(self.ln2(x))
-
-    #: Use :func:`_fused_attention` (same maths, one fused kernel) where the scheme allows.
-    fused = True
-
-
-def _fused_attention(attn: MultiHeadAttention, x: Tensor, positions: Tensor) -> Tensor:
-    """``attn(x, positions)`` through ``F.scaled_dot_product_attention``.
-
-    The same hooks in the same order as :func:`pecourse.attention.attention` (rotate, then
-    the score bias under the causal mask), but the softmax and the weighted sum run in
-    PyTorch's fused kernel, several times faster on a CPU at long lengths than the
-    step-by-step version, which the course keeps for reading. Schemes that transform
-    values or outputs (Shaw's value term, VO-RoPE) need the probabilities and fall back to
-    the step-by-step path. A test checks that both paths agree.
-    """
-    s = attn.scheme
-    cls = type(s)
-    if (
-        cls.transform_values is not PositionScheme.transform_values
-        or cls.transform_output is not PositionScheme.transform_output
-        or attn.num_kv_heads != attn.num_heads
-    ):
-        return attn(x, positions)
-    b, n, _ = x.shape
-    q, k, v = (
-        proj(x).view(b, n, attn.num_heads, attn.head_dim).transpose(1, 2)
-        for proj in (attn.q_proj, attn.k_proj, attn.v_proj)
-    )
-    q, k = s.rotate(q, k, positions, positions)
-    bias = s.score_bias(q, k, positions, positions)
-    if bias is None:
-        out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-    else:
-        causal = torch.ones(n, n, dtype=torch.bool, device=x.device).tril()
-        mask = bias.to(q.dtype).masked_fill(~causal, float("-inf"))
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
-    return attn.o_proj(out.transpose(1, 2).reshape(b, n, attn.num_heads * attn.head_dim))
 
 
 class TinyGPT(nn.Module):
@@ -347,7 +309,7 @@ class TinyGPT(nn.Module):
     def set_fused(self, fused: bool = True) -> TinyGPT:
         """Choose the fused attention kernel (default) or the course's step-by-step one."""
         for block in self.blocks:
-            block.fused = bool(fused)
+            block.attn.fused = bool(fused)
         return self
 
     def num_parameters(self) -> int:
