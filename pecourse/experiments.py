@@ -353,7 +353,7 @@ def rope_scaling(
     at 256 with PI.
 
     YaRN's ``beta_fast``/``beta_slow`` count rotations over the training length. A head
-    of 16 dimensions has 8 pairs; at base 10^4 and length 64 they make about 10.2, 3.1,
+    of 16 dimensions has 8 pairs; at base 10^4 and length 64 they make about 10.2, 3.2,
     1.0, 0.32, … turns. The defaults (32, 1) were chosen for 128-dimensional heads, where
     many pairs turn more than 32 times; here no pair does, so the defaults would interpolate
     even the fastest pair. We take ``beta_fast=8`` (keep the one pair that turns ~10 times,
