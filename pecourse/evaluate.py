@@ -106,7 +106,8 @@ def perplexity_by_length(
     ``mode="sliding"``: windows of ``length`` every ``stride`` characters (default
     ``length // 4``), scoring only each window's last ``stride`` tokens, so every scored
     token sees at least ``length - stride`` characters of context (their appendix B).
-    The same text is scored at every length. ``positions`` (a function of the window
+    The same number of tokens is scored at every length (in sliding mode the scored span
+    starts at ``length - stride``, so it shifts with the length). ``positions`` (a function of the window
     length returning ids ``[length]``) replaces the default ids ``0..length-1``, e.g. to
     evaluate a model trained with randomized positions the way it was trained. A model
     with a learned table refuses a length beyond it (the ``ValueError`` names
