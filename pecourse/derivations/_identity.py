@@ -285,7 +285,8 @@ class Identity:
 
     # -- subclasses implement -------------------------------------------------------------
     def _build(self):  # pragma: no cover - abstract
-        raise NotImplementedError
+        """Return ``(claims, steps)``; every identity subclass defines it."""
+        raise TypeError(f"{type(self).__name__} does not define _build(), so it proves nothing")
 
     def _params(self) -> dict:
         """Constructor parameters that differ from the defaults (shown in ``repr``)."""
