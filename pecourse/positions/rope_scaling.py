@@ -55,6 +55,11 @@ def _check_common(head_dim, base) -> tuple[int, float]:
     return head_dim, base
 
 
+def _ntk_base(base: float, factor: float, head_dim: int) -> float:
+    """NTK-aware base ``b' = b·s^(d/(d-2))``: lowest frequency / s, highest unchanged."""
+    return base * factor ** (head_dim / (head_dim - 2))
+
+
 def _check_factor(factor, name: str = "factor") -> float:
     factor = check_float(name, factor)
     if factor < 1.0:
@@ -107,8 +112,7 @@ def ntk(head_dim: int, base: float = 10000.0, *, factor: float) -> tuple[Tensor,
     head_dim, base = _check_common(head_dim, base)
     factor = _check_factor(factor)
     _check_ntk_dim(head_dim)
-    new_base = base * factor ** (head_dim / (head_dim - 2))  # b' = b·s^(d/(d-2))
-    return _inv_freq(head_dim, new_base), 1.0
+    return _inv_freq(head_dim, _ntk_base(base, factor, head_dim)), 1.0
 
 
 def ntk_by_parts(
@@ -246,8 +250,9 @@ def dynamic(
     original = check_int("original_max_position", original_max_position, minimum=1)
     seq_len = check_int("seq_len", seq_len, minimum=1)
     length = max(seq_len, original)  # below L, nothing changes
-    new_base = base * (factor * length / original - (factor - 1)) ** (head_dim / (head_dim - 2))
-    return _inv_freq(head_dim, new_base), 1.0
+    # NTK-aware with the effective factor s·l/L - (s - 1), which is 1 at l = L.
+    effective = factor * length / original - (factor - 1)
+    return _inv_freq(head_dim, _ntk_base(base, effective, head_dim)), 1.0
 
 
 def llama3(
