@@ -115,16 +115,6 @@ def stage(src: Path, chapters=None, root: Path = course.REPO_ROOT) -> list[str]:
         source_pages={path: f"source/{path}" for path in source_files},
         course_docs=course_docs | {f"notebooks/{START_HERE}"},
     )
-    linked: set[str] = set()
-    site_page_for_path = site.page_for_path
-
-    def tracking(text: str) -> str | None:  # note which source pages a partial build needs
-        page = site_page_for_path(text)
-        if page and page.startswith("source/"):
-            linked.add(page.removeprefix("source/").removesuffix(".md"))
-        return page
-
-    site.page_for_path = tracking  # type: ignore[method-assign]
     out = _Stager(src)
 
     # Chapters and the start page.
@@ -155,7 +145,7 @@ def stage(src: Path, chapters=None, root: Path = course.REPO_ROOT) -> list[str]:
         out.write(f"flashcards/{c.slug}.md", text)
     out.write("flashcards/index.md", _flashcards_index(decks_in, counts))
     # Package source: every file for the whole book, the linked ones for a partial build.
-    shown = [p for p in source_files if full or p in linked]
+    shown = [p for p in source_files if full or p in site.linked_sources]
     for path in shown:
         out.write(f"source/{path}", (root / path).read_bytes())
         out.write(f"source/{path}.md", pages.source_page(path))

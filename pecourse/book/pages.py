@@ -51,6 +51,7 @@ class Site:
     source_pages: dict[str, str]  # repository path -> docname of its source page
     course_docs: set[str] = field(default_factory=set)  # every chapter/exercise docname
     copies: set[str] = field(default_factory=set)  # repository files linked as they are
+    linked_sources: set[str] = field(default_factory=set)  # source pages something links to
 
     def resolve(self, target: str, here: str) -> str | None:
         """Where a link written in a file of folder ``here`` should point in the book.
@@ -78,6 +79,7 @@ class Site:
         if ext in DOC_SUFFIXES and stem in self.course_docs:
             return None
         if repo_path in self.source_pages:
+            self.linked_sources.add(repo_path)
             return posixpath.relpath(self.source_pages[repo_path] + ".md", here) + suffix
         if (self.root / repo_path).is_file():
             self.copies.add(repo_path)
@@ -92,6 +94,7 @@ class Site:
         if ext in DOC_SUFFIXES and stem in self.docs:
             return text
         if text in self.source_pages:
+            self.linked_sources.add(text)
             return self.source_pages[text] + ".md"
         return None
 

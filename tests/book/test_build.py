@@ -86,3 +86,32 @@ def test_restaging_rewrites_only_what_changed_and_drops_stale_files(staged, tmp_
     builder.stage(src, chapters=[2, 3])
     assert chapter.stat().st_mtime_ns == mtime  # Sphinx will not re-read it
     assert not stale.exists()
+
+
+def test_a_partial_build_shows_the_source_its_chapters_link_to(tmp_path):
+    root, src = tmp_path / "course", tmp_path / "src"
+    (root / "notebooks").mkdir(parents=True)
+    (root / "pecourse" / "positions").mkdir(parents=True)
+    (root / "pecourse" / "positions" / "alibi.py").write_text('"""ALiBi."""\n')
+    (root / "pecourse" / "course.py").write_text('"""The map."""\n')
+    nb = {
+        "cells": [
+            {
+                "cell_type": "markdown",
+                "metadata": {},
+                "source": "# 03\n\nSee `pecourse/positions/alibi.py`.",
+            }
+        ],
+        "metadata": {},
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
+    (root / "notebooks" / "03_alibi.ipynb").write_text(json.dumps(nb))
+    docs = builder.stage(src, chapters=[3], root=root)
+    assert "source/pecourse/positions/alibi.py" in docs
+    assert "source/pecourse/course.py" not in docs
+    assert (src / "source" / "pecourse" / "positions" / "alibi.py").read_text() == '"""ALiBi."""\n'
+    staged = json.loads((src / "notebooks" / "03_alibi.ipynb").read_text())
+    assert "](../source/pecourse/positions/alibi.py.md)" in staged["cells"][0]["source"]
+    # The whole book shows every file.
+    assert "source/pecourse/course.py" in builder.stage(tmp_path / "all", root=root)
