@@ -232,7 +232,7 @@ def _flip_card(page) -> str:
 def _search(page, index_url: str, query: str, expect: str) -> str:
     page.goto(index_url, wait_until="load")
     page.locator(".search-button-field").first.click()
-    box = page.locator("#pst-search-dialog input[type=search]")
+    box = page.locator("form.bd-search input[name=q]:visible").first  # the theme's search box
     box.fill(query)
     box.press("Enter")
     page.wait_for_url(re.compile(r"search\.html"))
