@@ -199,18 +199,20 @@ def _move_slider(page) -> str:
     slider.scroll_into_view_if_needed()
     readout = slider.locator(".widget-readout").first
     before = readout.inner_text()
-    handle = slider.locator(".noUi-handle").first
-    box = handle.bounding_box()
-    track = slider.locator(".noUi-target, .slider").first.bounding_box()
-    if not box or not track:
-        return "the slider has no size on the page"
-    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
-    page.mouse.down()
-    page.mouse.move(track["x"] + track["width"] * 0.8, box["y"] + box["height"] / 2, steps=8)
-    page.mouse.up()
-    page.wait_for_timeout(200)
-    after = readout.inner_text()
-    return "" if after != before else f"the slider's label stayed at {before!r} after a drag"
+    for where in (0.8, 0.1):  # a slider already near one end moves towards the other
+        handle = slider.locator(".noUi-handle").first.bounding_box()
+        track = slider.locator(".noUi-target, .slider").first.bounding_box()
+        if not handle or not track:
+            return "the slider has no size on the page"
+        y = handle["y"] + handle["height"] / 2
+        page.mouse.move(handle["x"] + handle["width"] / 2, y)
+        page.mouse.down()
+        page.mouse.move(track["x"] + track["width"] * where, y, steps=8)
+        page.mouse.up()
+        page.wait_for_timeout(200)
+        if readout.inner_text() != before:
+            return ""
+    return f"the slider's label stayed at {before!r} after a drag"
 
 
 def _flip_card(page) -> str:
