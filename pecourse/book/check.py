@@ -249,6 +249,71 @@ def _search(page, index_url: str, query: str, expect: str) -> str:
     return ""
 
 
+class OfflineBrowser:
+    """Headless Chromium in which every request that is not a local file is refused.
+
+    ``with OfflineBrowser() as browser:`` gives ``browser.page``; :meth:`check` loads a page
+    and records its problems (console errors, failed requests and everything
+    :func:`_check_page` looks at) in a :class:`PageReport`. Requests that left or tried to
+    leave the machine collect in ``browser.outside``.
+    """
+
+    def __init__(self, timeout_s: float = 60.0):
+        self.timeout_s = timeout_s
+        self.outside: list[str] = []
+        self.report: PageReport | None = None  # problems of the page being looked at
+
+    def __enter__(self) -> OfflineBrowser:
+        from playwright.sync_api import sync_playwright
+
+        if not CHROMIUM.exists():
+            raise FileNotFoundError(f"{CHROMIUM} is missing (apt-get install chromium)")
+        self._playwright = sync_playwright().start()
+        try:
+            self._browser = self._playwright.chromium.launch(
+                executable_path=str(CHROMIUM), args=CHROMIUM_ARGS
+            )
+            context = self._browser.new_context(viewport=VIEWPORT, service_workers="block")
+            context.set_default_timeout(self.timeout_s * 1000)
+            context.route(re.compile(r"^(?!file:|data:|blob:|about:).*"), self._refuse)
+            page = self.page = context.new_page()
+        except BaseException:
+            self._playwright.stop()
+            raise
+        page.on("console", lambda m: m.type == "error" and self._note(f"console error: {m.text}"))
+        page.on("pageerror", lambda e: self._note(f"uncaught exception: {e}"))
+        page.on("requestfailed", lambda r: self._note(f"request failed: {r.url} ({r.failure})"))
+        page.on("request", lambda r: r.url.startswith(LOCAL_SCHEMES) or self.outside.append(r.url))
+        page.on("websocket", lambda ws: self.outside.append(ws.url))
+        return self
+
+    def __exit__(self, *exc) -> None:
+        try:
+            self._browser.close()
+        finally:
+            self._playwright.stop()
+
+    def _refuse(self, route) -> None:
+        self.outside.append(route.request.url)
+        route.abort()
+
+    def _note(self, problem: str) -> None:
+        if self.report is not None:
+            self.report.problems.append(problem)
+
+    def open(self, path: Path, report: PageReport) -> None:
+        """Load a page and wait for it to settle; its problems go to ``report``."""
+        self.report = report
+        self.page.goto(Path(path).as_uri(), wait_until="load")
+        _settle(self.page)
+
+    def check(self, path: Path, report: PageReport) -> PageReport:
+        """Load a page and check it (see :func:`_check_page`)."""
+        self.report = report
+        _check_page(self.page, Path(path).as_uri(), report)
+        return report
+
+
 def check_book(
     site: Path,
     *,
@@ -266,88 +331,60 @@ def check_book(
     ``flashcards``: flip a card of the first flashcard page. ``search``: a query and a page
     its results must include. ``screenshots``: where the explorer page's screenshots go.
     """
-    from playwright.sync_api import sync_playwright
-
     start = time.perf_counter()
     site = Path(site).resolve()
     if not (site / "index.html").exists():
         raise FileNotFoundError(f"no book at {site} (index.html missing): run `make book`")
-    if not CHROMIUM.exists():
-        raise FileNotFoundError(f"{CHROMIUM} is missing (apt-get install chromium)")
     names = pages or sorted(
         p.relative_to(site).as_posix()
         for p in site.rglob("*.html")
         if p.name != "genindex.html" and "_static" not in p.relative_to(site).parts
     )
-    outside: list[str] = []
     reports: list[PageReport] = []
     interactions: dict[str, str] = {}
     shots: list[Path] = []
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            context = browser.new_context(viewport=VIEWPORT, service_workers="block")
-            context.set_default_timeout(timeout_s * 1000)
+    with OfflineBrowser(timeout_s) as browser:
+        page = browser.page
+        for name in names:
+            reports.append(browser.check(site / name, PageReport(name)))
 
-            def refuse(route):
-                outside.append(route.request.url)
-                route.abort()
-
-            context.route(re.compile(r"^(?!file:|data:|blob:|about:).*"), refuse)
-            page = context.new_page()
-            current: list[PageReport] = []
-
-            def note(problem: str) -> None:
-                if current:
-                    current[-1].problems.append(problem)
-
-            page.on("console", lambda m: m.type == "error" and note(f"console error: {m.text}"))
-            page.on("pageerror", lambda e: note(f"uncaught exception: {e}"))
-            page.on("requestfailed", lambda r: note(f"request failed: {r.url} ({r.failure})"))
-            page.on(
-                "request",
-                lambda r: (not r.url.startswith(LOCAL_SCHEMES)) and outside.append(r.url),
-            )
-            page.on("websocket", lambda ws: outside.append(ws.url))
-            for name in names:
-                report = PageReport(name)
-                current.append(report)
+        if explorer is None:
+            chapters = [r for r in reports if r.path.startswith("notebooks/") and r.sliders]
+            explorer = chapters[0].path if chapters else None
+        what = "move an explorer's slider"
+        if explorer and (site / explorer).exists():
+            report = PageReport(f"{explorer} (slider)")
+            browser.open(site / explorer, report)
+            if screenshots is not None:
+                shots += _screenshots(page, Path(screenshots), Path(explorer).stem)
+            interactions[what] = _move_slider(page)
+            if report.problems:
                 reports.append(report)
-                _check_page(page, (site / name).as_uri(), report)
+        else:
+            interactions[what] = f"no page with a slider ({explorer or 'none found'})"
 
-            if explorer is None:
-                chapters = [r for r in reports if r.path.startswith("notebooks/") and r.sliders]
-                explorer = chapters[0].path if chapters else None
-            what = "move an explorer's slider"
-            if explorer and (site / explorer).exists():
-                report = PageReport(f"{explorer} (slider)")
-                current.append(report)
-                page.goto((site / explorer).as_uri(), wait_until="load")
-                _settle(page)
-                if screenshots is not None:
-                    shots += _screenshots(page, Path(screenshots), Path(explorer).stem)
-                interactions[what] = _move_slider(page)
+        if flashcards:
+            card_pages = sorted(site.glob("flashcards/[0-9]*.html"))
+            what = "flip a flashcard"
+            if card_pages:
+                report = PageReport(f"{card_pages[0].relative_to(site)} (flip)")
+                browser.open(card_pages[0], report)
+                interactions[what] = _flip_card(page)
                 if report.problems:
                     reports.append(report)
             else:
-                interactions[what] = f"no page with a slider ({explorer or 'none found'})"
+                interactions[what] = "no flashcard page in the book"
 
-            if flashcards:
-                card_pages = sorted(site.glob("flashcards/[0-9]*.html"))
-                if card_pages:
-                    page.goto(card_pages[0].as_uri(), wait_until="load")
-                    _settle(page)
-                    interactions["flip a flashcard"] = _flip_card(page)
-                else:
-                    interactions["flip a flashcard"] = "no flashcard page in the book"
-
-            if search:
-                query, expect = search
-                interactions[f"search {query!r}"] = _search(
-                    page, (site / "index.html").as_uri(), query, expect
-                )
-        finally:
-            browser.close()
+        if search:
+            query, expect = search
+            report = PageReport(f"search {query!r}")
+            browser.report = report
+            interactions[f"search {query!r}"] = _search(
+                page, (site / "index.html").as_uri(), query, expect
+            )
+            if report.problems:
+                reports.append(report)
+        outside = list(browser.outside)
     return CheckReport(
         pages=reports,
         interactions=interactions,

@@ -89,7 +89,6 @@ def test_widgets_saved_by_the_execution_tool_work_in_the_book(tmp_path):
     # Slow (about 15 s): runs a kernel, builds one page, opens it. The fixture stands in for
     # chapter 01 of a course tree of its own; it is executed by the tool `make outputs` uses.
     _require_browser()
-    from playwright.sync_api import sync_playwright
 
     slug = course.concept(1).slug
     root = tmp_path / "course"
@@ -118,27 +117,19 @@ def test_widgets_saved_by_the_execution_tool_work_in_the_book(tmp_path):
     result = builder.build(tmp_path / "book", chapters=[1], root=root)
     assert result.warnings == ()
     name = f"notebooks/{slug}.html"
-    report = check.check_book(
-        result.out, pages=[name], explorer=name, flashcards=False, search=None
-    )
-    assert report.ok, report.summary()
-    assert report.pages[0].widgets == 2 and report.pages[0].maths >= 1  # HTMLMath typeset
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(check.CHROMIUM), args=check.CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport=check.VIEWPORT)
-            page.goto((result.out / name).as_uri())
-            check._settle(page)
-            notes = page.locator(".admonition").all_inner_texts()
-            assert len(notes) == 1 and pages.NEEDS_PYTHON[0] in notes[0]  # interact only
-            box = page.locator(".widget-text input").first
-            assert box.input_value() == "3"
-            assert check._move_slider(page) == ""
-            readout = page.locator(".widget-slider .widget-readout").first.inner_text()
-            assert readout != "3" and box.input_value() == readout  # jslink, no kernel
-        finally:
-            browser.close()
+    with check.OfflineBrowser() as browser:
+        report = browser.check(result.out / name, check.PageReport(name))
+        assert report.widgets == 2 and report.maths >= 1  # the HTMLMath widget is typeset
+        page = browser.page
+        notes = page.locator(".admonition").all_inner_texts()
+        assert len(notes) == 1 and pages.NEEDS_PYTHON[0] in notes[0]  # interact only
+        box = page.locator(".widget-text input").first
+        assert box.input_value() == "3"
+        assert check._move_slider(page) == ""
+        readout = page.locator(".widget-slider .widget-readout").first.inner_text()
+        assert readout != "3" and box.input_value() == readout  # jslink, no kernel
+        assert report.problems == [] and browser.outside == []
+    assert check.broken_local_links(result.out) == []
 
 
 def test_missing_browser_skips_or_fails(monkeypatch, tmp_path):
