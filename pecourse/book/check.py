@@ -6,9 +6,10 @@ refused and reported, so a page that would reach a CDN fails the check even if i
 
 Per page: no console error, no uncaught exception, no failed or outside request; maths
 typeset (no raw ``$``/``$$``/``\\(`` left in the prose, no MathJax error); every image
-loaded; every saved widget rendered. Then three things a reader does: move an explorer's
-slider and see its label change, flip a flashcard, search. Plus a static pass over every
-HTML file: each local link and asset it names exists.
+loaded; every saved widget rendered; a copy button on every code cell; on a chapter,
+previous/next links and a table of contents. Then three things a reader does: move an
+explorer's slider and see its label change, flip a flashcard, search. Plus a static pass
+over every HTML file: each local link and asset it names exists, and none loads from a server.
 """
 
 from __future__ import annotations
@@ -177,6 +178,11 @@ def _check_page(page, url: str, report: PageReport) -> None:
     errors = page.locator("mjx-merror").count()
     if errors:
         report.problems.append(f"{errors} MathJax errors")
+    if "/notebooks/" in url:  # a chapter: previous/next links and its own contents
+        if page.locator("a.left-prev, a.right-next").count() == 0:
+            report.problems.append("no previous/next links")
+        if page.locator("nav.page-toc a").count() == 0:
+            report.problems.append("no table of contents for the page")
     code_cells = page.locator(".cell_input pre").count()
     buttons = page.locator(".cell_input button.copybtn").count()
     if buttons < code_cells:
