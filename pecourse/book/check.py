@@ -173,6 +173,8 @@ def _check_page(page, url: str, report: PageReport) -> None:
         match = _RAW_MATH.search(prose)
         around = prose[max(0, match.start() - 40) : match.end() + 40].replace("\n", " ")
         report.problems.append(f"untypeset maths ({len(raw)}), e.g. …{around}…")
+    if re.search(r"\{\{c\d+::", prose):
+        report.problems.append("raw cloze markup ({{c1::...}}) on the page")
     report.sliders = page.locator(".widget-slider").count()
     report.maths = page.locator("mjx-container").count()
     errors = page.locator("mjx-merror").count()

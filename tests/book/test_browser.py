@@ -57,13 +57,14 @@ def test_the_check_fails_a_page_that_reaches_out_or_shows_raw_maths(tmp_path):
     _require_browser()
     (tmp_path / "index.html").write_text(
         "<html><head><script src='https://cdn.jsdelivr.net/npm/x@1/x.js'></script></head>"
-        "<body><main><p>Inline $x^2$ and display $$y$$ left raw.</p>"
+        "<body><main><p>Inline $x^2$ and display $$y$$ left raw, a {{c1::cloze}} too.</p>"
         "<img src='missing.png'></main></body></html>"
     )
     report = check.check_book(tmp_path, flashcards=False, search=None)
     problems = "\n".join(report.problems)
     assert "request outside the book: https://cdn.jsdelivr.net/npm/x@1/x.js" in problems
     assert "untypeset maths (" in problems and "Inline $x^2$ and display $$y$$" in problems
+    assert "raw cloze markup" in problems
     assert "image did not load: missing.png" in problems
     assert "broken link index.html: missing.png" in problems
     assert "no page with a slider" in problems
