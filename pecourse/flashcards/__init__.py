@@ -6,7 +6,12 @@ In a notebook::
     quiz(8)        # the RoPE cards; quiz() reviews the whole deck
 
 Progress is kept in SQLite under :func:`pecourse.paths.data_dir` (``PECOURSE_DATA_DIR``
-overrides it). From a shell: ``pecourse cards review|stats|export|reset``.
+overrides it). From a shell: ``pecourse cards review|stats|export|lint|reset``.
+
+The card format (basic and cloze cards, sources, number checks) is documented in
+:mod:`pecourse.flashcards.deck`; ``pecourse cards lint`` checks the deck's writing rules
+(:mod:`pecourse.flashcards.lint`), and :mod:`pecourse.flashcards.checks` recomputes every
+number a card states from the package.
 """
 
 from __future__ import annotations
@@ -23,6 +28,10 @@ _EXPORTS = {
     "load_deck": "deck",
     "validate_deck": "deck",
     "concept_file": "deck",
+    "load_retired": "deck",
+    "lint_deck": "lint",
+    "deck_stats": "lint",
+    "run_checks": "checks",
     "ProgressStore": "store",
     "CorruptDatabaseWarning": "store",
     "Stats": "store",
