@@ -350,6 +350,55 @@ def llama4_config(field: str) -> int:
 
 
 @check
+def llama4_query_temperature(i: int) -> dict:
+    """The factor transformers' ``Llama4TextAttention`` puts on the query at position ``i`` of
+    a NoPE layer, read back from the layer itself (identity projections, two cached keys)."""
+    import torch
+    from transformers import Llama4TextConfig
+    from transformers.models.llama4.modeling_llama4 import Llama4TextAttention
+
+    config = Llama4TextConfig(hidden_size=4, intermediate_size=8, intermediate_size_mlp=8,
+                              num_attention_heads=1, num_key_value_heads=1, head_dim=4,
+                              num_hidden_layers=4, attn_temperature_tuning=True)  # fmt: skip
+    config._attn_implementation = "eager"
+    layer = next(n for n in range(4) if not config.no_rope_layers[n])  # a NoPE layer
+    attn = Llama4TextAttention(config, layer).eval()
+    with torch.no_grad():
+        for proj in (attn.q_proj, attn.k_proj, attn.v_proj, attn.o_proj):
+            proj.weight.copy_(torch.eye(4))
+
+    class TwoKeys:  # a cache: the query sits at position i and sees keys 0 and e_0
+        def get_seq_length(self, layer_idx):
+            return i
+
+        def update(self, keys, values, layer_idx, **kwargs):
+            k = torch.zeros(1, 1, 2, 4)
+            k[..., 1, 0] = 1.0
+            return k, k.clone()  # the output's first coordinate is the weight on e_0
+
+    query = torch.zeros(1, 1, 4)
+    query[..., 0] = 1.0
+    with torch.no_grad():
+        weight = float(attn(query, None, None, cache=TwoKeys())[0][0, 0, 0])
+    # weight = sigmoid(τ · q·k · scaling) with q·k = 1
+    return {"value": math.log(weight / (1 - weight)) / attn.scaling, "i": i}
+
+
+@check
+def llama4_temperature_edge(which: str) -> int:
+    """The last position whose NoPE query factor is 1 (``"last_unscaled"``) or the first
+    above 1 (``"first_scaled"``), by bisection on :func:`llama4_query_temperature`."""
+    low, high = 0, 1 << 16  # factor 1 at low, above 1 at high
+    while high - low > 1:
+        mid = (low + high) // 2
+        if llama4_query_temperature(mid)["value"] > 1 + 1e-4:
+            high = mid
+        else:
+            low = mid
+    return {"last_unscaled": low, "first_scaled": high}[which]
+
+
+@check
 def cohere2_config(field: str) -> int:
     from transformers import Cohere2Config
 
