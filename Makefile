@@ -1,7 +1,7 @@
 # pecourse: one command to open the course, one to test it. Both set everything up first.
 #
 #   make lab     create .venv if needed, install, open JupyterLab on the start-here notebook
-#   make test    create .venv if needed, install, lint, run every test (package + notebooks)
+#   make test    create .venv if needed, install, lint (code and flashcard deck), run every test
 #
 # Set-up is idempotent: it reinstalls only when pyproject.toml changed.
 
@@ -31,6 +31,7 @@ lab: setup
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/pecourse cards lint
 
 format: setup
 	$(BIN)/ruff check --fix .
