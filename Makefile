@@ -38,7 +38,7 @@ format: setup
 	$(BIN)/ruff format .
 
 test: lint
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest --durations=15
 
 # Re-execute every lesson notebook in place, so committed outputs are fresh. Learner data
 # goes to a temporary directory, as it does under the tests.

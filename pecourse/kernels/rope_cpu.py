@@ -551,8 +551,10 @@ def _trusted(dtype: torch.dtype, interleaved: bool, inverse: bool) -> bool:
         "rope_cpu (C kernel)",
         (dtype, interleaved, inverse),
         lambda: _probe(dtype, interleaved, inverse),
-        f"{str(dtype).removeprefix('torch.')}, {'interleaved' if interleaved else 'half'} pairing"
-        + (", inverse" if inverse else ""),
+        lambda: (
+            f"{str(dtype).removeprefix('torch.')}, "
+            f"{'interleaved' if interleaved else 'half'} pairing" + (", inverse" if inverse else "")
+        ),
     )
 
 
