@@ -685,43 +685,44 @@ def grade_class(
     work = [t for t in tasks if t[2] is not None]
 
     results: dict[tuple[str, str], list[Row]] = {}
-    protected = list(protected) + _protected_defaults() + [str(submissions_dir)]
-    if source_dir is not None:
-        protected.append(str(source_dir))
-    with tempfile.TemporaryDirectory(prefix="pecourse-server-") as tmp:
-        server = ForkServer(Path(tmp), isolation, protected)
-        warning = isolation_warning(server)
-        if warning:
-            print(f"pecourse grade: {warning}", file=sys.stderr)
-        bar = tqdm(total=len(work), desc="grading", unit="notebook", disable=not progress)
-        try:
-            for student, name, path in tasks:
-                if path is None:
-                    guess = _guess(name, stray.get(student, []))
-                    note = f"found {guess!r}: rename it to {name}.ipynb" if guess else ""
-                    results[(student, name)] = grade_submission(
-                        student, name, source_nbs[name], None, limits, server, missing_note=note
-                    )
-            with ThreadPoolExecutor(max_workers=max(1, int(jobs))) as pool:
-                futures = {
-                    pool.submit(
-                        grade_submission,
-                        s,
-                        e,
-                        source_nbs[e],
-                        p,
-                        limits,
-                        server,
-                        allow_reference=allow_reference,
-                    ): (s, e)
-                    for s, e, p in work
-                }
-                for future in as_completed(futures):
-                    results[futures[future]] = future.result()
-                    bar.update(1)
-        finally:
-            server.close()
-            bar.close()
+    for student, name, path in tasks:
+        if path is None:
+            guess = _guess(name, stray.get(student, []))
+            note = f"found {guess!r}: rename it to {name}.ipynb" if guess else ""
+            results[(student, name)] = grade_submission(
+                student, name, source_nbs[name], None, limits, missing_note=note
+            )
+    if work:  # the progress bar counts notebooks to run, not folders
+        protected = list(protected) + _protected_defaults() + [str(submissions_dir)]
+        if source_dir is not None:
+            protected.append(str(source_dir))
+        with tempfile.TemporaryDirectory(prefix="pecourse-server-") as tmp:
+            server = ForkServer(Path(tmp), isolation, protected)
+            warning = isolation_warning(server)
+            if warning:
+                print(f"pecourse grade: {warning}", file=sys.stderr)
+            bar = tqdm(total=len(work), desc="grading", unit="notebook", disable=not progress)
+            try:
+                with ThreadPoolExecutor(max_workers=max(1, int(jobs))) as pool:
+                    futures = {
+                        pool.submit(
+                            grade_submission,
+                            s,
+                            e,
+                            source_nbs[e],
+                            p,
+                            limits,
+                            server,
+                            allow_reference=allow_reference,
+                        ): (s, e)
+                        for s, e, p in work
+                    }
+                    for future in as_completed(futures):
+                        results[futures[future]] = future.result()
+                        bar.update(1)
+            finally:
+                server.close()
+                bar.close()
     order = {name: i for i, name in enumerate(sorted(exercises))}
     rows = []
     for key in sorted(results, key=lambda k: (k[0], order[k[1]])):

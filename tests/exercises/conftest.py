@@ -40,9 +40,17 @@ HOSTILE_LIMITS = Limits(cell_timeout=4.0, wall_clock=15.0, memory_mb=2048, outpu
 
 @pytest.fixture(scope="session")
 def class_dir(tmp_path_factory) -> Path:
-    """Four learners who submit every exercise: right, untouched, and wrong in two ways."""
+    """Four learners who submit every exercise: right, untouched, and wrong in two ways; two
+    who submit a few (the review's regressions: ``regressions.py``)."""
     root = tmp_path_factory.mktemp("class")
-    students = {"ada": "full", "bea": "blank", "cyd": "wrong", "dan": "wrong_more"}
+    students = {
+        "ada": "full",
+        "bea": "blank",
+        "cyd": "wrong",
+        "dan": "wrong_more",
+        "eve": "regressions",
+        "fay": "regressions",
+    }
     return make_class(root, students, SLUGS)
 
 

@@ -19,6 +19,7 @@ from pecourse.exercises.notebook import (
     write_notebook,
 )
 
+from .regressions import REGRESSIONS
 from .wrong_answers import WRONG
 from .wrong_answers_more import WRONG_MORE
 
@@ -66,6 +67,9 @@ def make_class(root: Path, students: dict, slugs: list[str]) -> Path:
                 write_notebook(answered(src, WRONG[slug][0]), target)
             elif kind == "wrong_more":
                 write_notebook(answered(src, WRONG_MORE[slug][0]), target)
+            elif kind == "regressions":
+                if slug in REGRESSIONS[student]:
+                    write_notebook(answered(src, REGRESSIONS[student][slug][0]), target)
             else:
                 raise ValueError(kind)
     return root
