@@ -456,6 +456,8 @@ class Judge:
     # ----------------------------------------------------------------- process set-up
     def start(self) -> None:
         uid = sandbox.job_uid()
+        if self.level == sandbox.NONE and not sandbox.others_can_run_python():
+            uid = None  # stays the grader's uid: the fallback's warning says so
         protected = list(self.job.get("protected", []))
         allow = []
         if self.job.get("allow_reference"):
@@ -815,6 +817,12 @@ def serve(requested: str) -> None:
         level, detail = sandbox.NONE, "isolation switched off (--isolation none)"
     else:
         level, detail = sandbox.probe(protected)
+    if level == sandbox.NONE and os.geteuid() == 0:
+        detail += (
+            "; each job runs as a fresh unprivileged uid"
+            if sandbox.others_can_run_python()
+            else "; jobs run AS ROOT: this Python installation is not readable by other users"
+        )
     children: dict[int, str] = {}  # pid -> job id
 
     def say(line: str) -> None:

@@ -1,6 +1,7 @@
 """The whole course as an nbgrader course directory (``pecourse exercises nbgrader DIR``).
 
-One assignment per exercise, named by its slug (``source/08_rope/08_rope.ipynb``), so
+One assignment per exercise, named by its slug (``source/08_rope/08_rope.ipynb``; nbgrader
+adds each to its database on ``nbgrader generate_assignment "*"``), so
 nbgrader's ``submitted/<student>/<slug>/<slug>.ipynb`` is also a folder ``pecourse grade``
 reads as it is. The notebooks are ``solutions/`` unchanged: their cells already carry
 nbgrader's metadata (schema 3), solution regions and hidden-test regions.
@@ -21,8 +22,6 @@ c = get_config()  # noqa: F821 - provided by nbgrader
 
 c.CourseDirectory.course_id = "pecourse"
 c.CourseDirectory.root = {root!r}
-# One assignment per exercise; each notebook is named like its assignment.
-c.CourseDirectory.db_assignments = {assignments!r}
 # Every exercise runs in a few seconds; this bounds an endless loop in a submission.
 c.ExecutePreprocessor.timeout = 120
 # nbgrader runs student code as the user who runs it, with no sandbox: grade hostile
@@ -43,8 +42,7 @@ def write_course(course_dir: str | Path, source_dir: str | Path | None = None) -
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(src, target)
         written.append(target)
-    assignments = [{"name": src.stem} for src in sources]
     (course_dir / "nbgrader_config.py").write_text(
-        CONFIG.format(root=str(course_dir), assignments=assignments), encoding="utf-8"
+        CONFIG.format(root=str(course_dir)), encoding="utf-8"
     )
     return written

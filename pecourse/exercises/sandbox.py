@@ -216,6 +216,24 @@ def job_uid() -> int | None:
     return UID_BASE + os.getpid()
 
 
+def others_can_run_python() -> bool:
+    """Whether a uid that is not ours can read this Python installation (the fallback's fresh
+    uid must import modules lazily; a pyenv under a 0700 /root is out of its reach)."""
+    for prefix in {sys.prefix, sys.base_prefix}:
+        path = os.path.realpath(prefix)
+        while True:
+            try:
+                mode = os.stat(path).st_mode
+            except OSError:
+                return False
+            if not mode & 0o001:
+                return False
+            if path == "/":
+                break
+            path = os.path.dirname(path)
+    return True
+
+
 # --------------------------------------------------------------------------- namespaces
 
 

@@ -300,6 +300,8 @@ def pack(header: dict, tensors: dict) -> bytes:
 def unpack(data: bytes) -> tuple[dict, dict]:
     from safetensors.torch import load
 
+    if len(data) < HEADER.size:
+        raise WireError("a truncated message")
     magic, n_body, n_blob = HEADER.unpack_from(data)
     if magic != MAGIC or HEADER.size + n_body + n_blob != len(data):
         raise WireError("a malformed message")
