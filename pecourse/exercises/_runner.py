@@ -141,13 +141,11 @@ def describe(exc: BaseException, memory_mb: int, cell_timeout: float) -> str:
     if isinstance(exc, NotImplementedError) and not message:
         return "NotImplementedError: the answer is not written yet"
     text = f"{name}: {message}" if message else name
-    named = _named_problem(exc, message)
-    if named:
-        text = f"{named}: {text}"
     origin = getattr(exc, "pecourse_answer", None)
-    if origin:
-        text = f"{origin}(...) raised {text}"
-    return clean_text(text)
+    if origin:  # raised inside the student's function
+        return clean_text(f"{origin}(...) raised {text}")
+    named = _named_problem(exc, message)  # raised by the test, on what the answer returned
+    return clean_text(f"{named}: {text}" if named else text)
 
 
 def _named_problem(exc: BaseException, message: str) -> str | None:
@@ -224,9 +222,10 @@ def _raised_payload(exc: BaseException) -> dict:
 def rebuild_exception(info: dict, answer: str | None = None) -> BaseException:
     """The student's exception, as the judge raises it: its message and type name, based
     on the builtin exception it derives from (so ``except ValueError`` still catches it)."""
-    name = str(info.get("type", "Exception"))
-    message = str(info.get("message", ""))
-    bases = [str(b) for b in info.get("bases", [])]
+    name = clean_text(str(info.get("type", "Exception")), 80) or "Exception"
+    message = clean_text(str(info.get("message", "")), 2000)
+    bases = info.get("bases")
+    bases = [str(b) for b in bases[:20]] if isinstance(bases, list) else []
     if name == "CellTimeout":
         return CellTimeout()
     if "SystemExit" in bases:
@@ -471,9 +470,11 @@ class Judge:
             go_r, go_w = os.pipe()
             pid_r, pid_w = os.pipe()
             gate = os.fork()
-            if gate == 0:
+            if gate == 0:  # the gate: new user and PID namespaces, then the student
                 code = 70
                 try:
+                    for fd in (maps_r, go_w, pid_r):
+                        os.close(fd)
                     mine.close()
 
                     def write_maps():
@@ -485,32 +486,47 @@ class Judge:
                     sandbox.die_with_parent()
                     child = os.fork()
                     if child == 0:
-                        self._become_student(theirs, plan, keep=())
+                        self._become_student(theirs, plan)
                     theirs.close()
                     os.write(pid_w, str(child).encode())
                     _, status = os.waitpid(child, 0)
                     code = os.waitstatus_to_exitcode(status)
+                    code = code if code >= 0 else 128 - code  # killed by a signal: 128 + n
+                except BaseException as exc:  # noqa: BLE001 - tell the judge why
+                    try:
+                        os.write(pid_w, f"E {type(exc).__name__}: {exc}".encode()[:300])
+                    except OSError:
+                        pass
                 finally:
-                    os._exit(code if 0 <= code < 256 else 128 + (-code % 128))
+                    os._exit(code)
+            for fd in (maps_w, go_r, pid_w):
+                os.close(fd)
             theirs.close()
             self.gate_pid = gate
-            if os.read(maps_r, 1) == b"m":
-                sandbox.write_id_maps(gate, uid)
-                os.write(go_w, b"g")
-            answer = os.read(pid_r, 32)
-            self.student_pid = int(answer) if answer else None
-            for fd in (maps_r, maps_w, go_r, go_w, pid_r, pid_w):
-                os.close(fd)
+            try:
+                if os.read(maps_r, 1) == b"m":
+                    sandbox.write_id_maps(gate, uid)
+                    os.write(go_w, b"g")
+                answer = os.read(pid_r, 300).decode(errors="replace")
+            finally:
+                for fd in (maps_r, go_w, pid_r):
+                    os.close(fd)
+            if answer.isdigit():
+                self.student_pid = int(answer)
+            else:
+                self.gone = "the sandbox could not be set up: " + clean_text(
+                    answer.removeprefix("E ") or "the gate process died"
+                )
         else:
             sandbox.become_subreaper()
             child = os.fork()
             if child == 0:
-                self._become_student(theirs, plan, keep=())
+                self._become_student(theirs, plan)
             theirs.close()
             self.student_pid = child
         self.channel = Channel(mine, self._serve_callback)
 
-    def _become_student(self, sock, plan, keep) -> None:
+    def _become_student(self, sock, plan) -> None:
         try:
             null = os.open(os.devnull, os.O_RDWR)
             for target in (0, 1, 2):
@@ -582,21 +598,33 @@ class Judge:
             f"the notebook ended its grading process ({how}): os._exit, a crash or the memory limit"
         )
 
-    def _reap_student(self):
-        pid = self.gate_pid or self.student_pid
+    def _reap_student(self, wait: float = 1.0):
+        """The student's exit code (negative: killed by that signal), None if it had to be
+        killed because it closed the channel but did not exit."""
+        via_gate = self.gate_pid is not None
+        pid = self.gate_pid if via_gate else self.student_pid
         if pid is None:
             return None
-        try:
-            _, status = os.waitpid(pid, 0)
-        except ChildProcessError:
-            return None
-        if self.gate_pid is None:
-            self.student_pid = None
-        else:
-            self.gate_pid = None
+        deadline = time.monotonic() + wait
+        status = None
+        while status is None:
+            try:
+                done, st = os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                return None
+            if done:
+                status = st
+            elif time.monotonic() > deadline:
+                self.kill()
+                os.waitpid(pid, 0)
+                self.gate_pid = self.student_pid = None
+                return None
+            else:
+                time.sleep(0.01)
+        self.gate_pid = self.student_pid = None
         code = os.waitstatus_to_exitcode(status)
-        if self.gate_pid is None and self.level == sandbox.NAMESPACES and code > 128:
-            code = -(code - 128)  # the gate reports the student's death by signal this way
+        if via_gate and code > 128:  # the gate passes on "killed by signal n" as 128 + n
+            code = 128 - code
         return code
 
     def _stop(self, why: str) -> None:
@@ -640,15 +668,18 @@ class Judge:
             (list(args), kwargs), callables=self.callables, generators=generators
         )
         reply, blobs = self._request({"op": "call", "name": name, "args": tree}, tensors)
-        for handle_id, key in reply.get("generators", []):
-            g = generators.get(handle_id)
-            if g is not None and key in blobs:
-                try:
-                    g.set_state(blobs[key])
-                except (RuntimeError, TypeError):
-                    pass
+        pairs = reply.get("generators")
+        for pair in pairs if isinstance(pairs, list) else []:
+            if isinstance(pair, list) and len(pair) == 2 and isinstance(pair[1], str):
+                g = generators.get(pair[0]) if isinstance(pair[0], int) else None
+                if g is not None and pair[1] in blobs:
+                    try:
+                        g.set_state(blobs[pair[1]])
+                    except (RuntimeError, TypeError, ValueError):
+                        pass
         if "raised" in reply:
-            raise rebuild_exception(reply["raised"], answer=name)
+            raised = reply["raised"]
+            raise rebuild_exception(raised if isinstance(raised, dict) else {}, answer=name)
         try:
             return wire.decode(reply["result"], blobs)
         except (wire.WireError, KeyError) as exc:
@@ -663,8 +694,10 @@ class Judge:
             values = wire.decode(reply.get("values"), blobs)
         except wire.WireError:
             values = {}
+        kinds = reply.get("kinds")
+        kinds = kinds if isinstance(kinds, dict) else {}
         for n in names:
-            kind = reply.get("kinds", {}).get(n, "missing")
+            kind = kinds.get(n, "missing")
             if kind == "callable":
                 self.ns[n] = AnswerProxy(self, n)
             elif kind == "value" and isinstance(values, dict) and n in values:
@@ -676,7 +709,9 @@ class Judge:
     def run_student_cell(self, source: str) -> tuple[str | None, int]:
         reply, _ = self._request({"op": "cell", "source": source})
         error = reply.get("error")
-        return (clean_text(error) if error else None), int(reply.get("printed", 0) or 0)
+        printed = reply.get("printed", 0)
+        printed = printed if type(printed) is int and printed >= 0 else 0
+        return (clean_text(error) if error else None), printed
 
     def run_judge_cell(self, source: str, label: str) -> str | None:
         self.deadline = time.monotonic() + self.cell_timeout

@@ -99,3 +99,23 @@ def test_the_students_exceptions_are_rebuilt_on_builtin_types():
         rebuild_exception({"type": "SystemExit", "bases": ["SystemExit"]}), StudentExit
     )
     assert isinstance(rebuild_exception({"type": "CellTimeout", "bases": []}), CellTimeout)
+
+
+def test_dtype_and_shape_problems_are_named():
+    from pecourse.exercises._runner import describe
+
+    dtype = describe(RuntimeError("Float did not match Double"), 100, 1.0)
+    assert dtype.startswith("dtype problem (check the dtype the exercise asks for")
+    shape = describe(
+        RuntimeError("The size of tensor a (5) must match the size of tensor b (4)"), 100, 1.0
+    )
+    assert shape.startswith("shape problem")
+    raised = rebuild_exception(
+        {
+            "type": "RuntimeError",
+            "bases": ["RuntimeError"],
+            "message": "Float did not match Double",
+        },
+        "f",
+    )
+    assert describe(raised, 100, 1.0) == "f(...) raised RuntimeError: Float did not match Double"
