@@ -24,6 +24,12 @@ request loop, and nothing the student's process sends can be anything but the va
 function returned. The global torch random state travels with each request and comes
 back, so seeded tests behave exactly as in one kernel (``pecourse check`` and nbgrader).
 
+What crosses between the two is plain data, so an exercise's functions must take and return
+plain data (tensors, numbers, strings, lists, dicts, dtypes; a ``torch.Generator`` travels
+by its state, a function the test passes in is called back in the judge). An exercise that
+asked for a module or another object would have to expose what its tests check through
+such calls (``forward(module_args, x)``), and say so in its text; none of the sixteen does.
+
 A job is a JSON file (deleted once read): ``cells`` (``[source, grade_id, kind]`` with
 ``kind`` one of ``setup``, ``answer``, ``added``, ``test``), ``answer_names``,
 ``cell_timeout``, ``memory_mb``, ``output_cap``, ``result`` (the file that receives one

@@ -170,7 +170,7 @@ class Plan:
     ):
         self.protected = [os.path.realpath(p) for p in protected if p]
         self.uid = uid
-        candidates = ["/usr", "/etc", "/opt"]
+        candidates = ["/usr", "/etc"]
         candidates += [sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix]
         candidates += [p for p in sys.path if p and os.path.isabs(p)]
         candidates += list(allow_paths)
