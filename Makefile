@@ -1,7 +1,7 @@
 # pecourse: one command to open the course, one to test it. Both set everything up first.
 #
 #   make lab     create .venv if needed, install, open JupyterLab on the start-here notebook
-#   make test    create .venv if needed, install, lint, run every test (package + notebooks)
+#   make test    create .venv if needed, install, lint (code and flashcard deck), run every test
 #   make book    create .venv if needed, install, build the course as an offline website
 #
 # Set-up is idempotent: it reinstalls only when pyproject.toml changed.
@@ -32,13 +32,14 @@ lab: setup
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/pecourse cards lint
 
 format: setup
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
 
 test: lint
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest --durations=15
 
 # Re-execute every lesson notebook in place, so committed outputs are fresh. Learner data
 # goes to a temporary directory, as it does under the tests.

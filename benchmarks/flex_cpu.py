@@ -34,7 +34,7 @@ def run(shape, *, rounds: int, min_run_time: float, threads: int, causal: bool =
     from torch.nn.attention.flex_attention import flex_attention as _flex
 
     compiled = torch.compile(_flex, dynamic=False)
-    mask = flex.block_mask(flex.causal_mask_mod(0), s, s) if causal else None
+    mask = flex.mask_for(s, s, causal=causal)
     bias = flex.materialised_alibi_mask(h, s, s, causal=causal)
     scheme = ALiBi(h, causal=causal)
 

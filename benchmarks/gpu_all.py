@@ -255,7 +255,7 @@ def _flex_case(device, shape, compiled, min_run_time) -> dict:
     q, k, v = (
         torch.randn(b, h, s, d, generator=g).to(device=device, dtype=dtype) for _ in range(3)
     )
-    mask = flex.block_mask(flex.causal_mask_mod(0), s, s, device=device)
+    mask = flex.mask_for(s, s, device=device)
     bias = flex.materialised_alibi_mask(h, s, s, causal=True, device=device).to(dtype)
     scheme = ALiBi(h).to(device)
     flex_out = flex.flex_attention_alibi(q, k, v, mask=mask, compiled=compiled)

@@ -1,13 +1,18 @@
-"""CPU RoPE, side by side in one run: pecourse's one-pass kernel vs transformers' eager
+"""CPU RoPE, side by side in one run: the public fast call ``pecourse.kernels.apply_rope``
+(positions in, cached cos/sin table, C kernel) and the bare kernel vs transformers' eager
 ``apply_rotary_pos_emb``, vs ``torch.compile`` of it, vs the package's readable reference,
 vs a same-size copy (the memory-bandwidth limit). Forward, and forward + backward.
 
     .venv/bin/python benchmarks/rope_cpu.py [--quick] [--threads N] [--rounds R]
 
-Queries and keys ``[4, 8, 2048, 64]`` float32 (the targets: >= 5x faster than transformers'
-eager code and >= 0.7x the speed of a copy). Ratios are medians of per-round ratios, each
-round timing every variant once, so a busy machine slows all of them alike. Results go to
-``benchmarks/results/rope_cpu.json``.
+Queries and keys ``[4, 8, 2048, 64]`` float32, positions repeated from call to call (as in
+every layer of a forward pass). Targets for ``pecourse.kernels.apply_rope``: forward >= 0.8x
+the speed of a copy and >= 5x transformers' eager code; forward + backward >= 0.6x a copy.
+transformers is given its cos/sin tables ready-made (its rotary module builds them once per
+forward); ``apply_rope`` is given positions and finds its table in the cache. The cost of a
+call that must build the table (the first call for new positions) is a separate row.
+Ratios are medians of per-round ratios, each round timing every variant once, so a busy
+machine slows all of them alike. Results go to ``benchmarks/results/rope_cpu.json``.
 """
 
 from __future__ import annotations
@@ -18,9 +23,12 @@ import warnings
 import _common
 import torch
 
-from pecourse import timing
+from pecourse import kernels, timing
 from pecourse.kernels import rope_cpu
 from pecourse.positions import rope as rope_mod
+
+MAIN = "pecourse.kernels.apply_rope"
+FIRST_CALL = "apply_rope, table built (first call)"
 
 
 def _variants(q, k, cos, sin, *, backward: bool):
@@ -40,7 +48,19 @@ def _variants(q, k, cos, sin, *, backward: bool):
         f = rope_mod._apply_with_tables
         return f(a, cos, sin, "half", d, "reference"), f(b, cos, sin, "half", d, "reference")
 
+    positions = torch.arange(q.shape[2])
+
+    def public(a, b):
+        return kernels.apply_rope(a, positions), kernels.apply_rope(b, positions)
+
+    def first_call(a, b):
+        rope_mod.TABLES.clear()  # new positions: the table is built (then reused for b)
+        return public(a, b)
+
+    public(q, k)  # the one table build; every later call of `public` finds it
     forwards = {
+        MAIN: public,
+        FIRST_CALL: first_call,
         "pecourse fast (half)": lambda a, b: fast(a, b),
         "pecourse fast (interleaved)": lambda a, b: fast(a, b, "interleaved"),
         "pecourse reference": reference,
@@ -124,17 +144,24 @@ def run(shape, *, rounds: int, min_run_time: float, threads: int) -> dict:
         )
         for w in caught[:1]:
             print(f"(warning: {w.message})")
-    fwd = {r["variant"]: r for r in out["forward"]["rows"]}
-    fast = fwd["pecourse fast (half)"]
+    fwd = {r["variant"]: r for r in out["forward"]["rows"]}[MAIN]
+    both = {r["variant"]: r for r in out["forward+backward"]["rows"]}[MAIN]
     out["targets"] = {
-        "speedup_vs_transformers_eager": fast["speedup_vs_transformers_eager"],
+        "variant": MAIN,
+        "speedup_vs_transformers_eager": fwd["speedup_vs_transformers_eager"],
         "speedup_target": 5.0,
-        "speedup_met": fast["speedup_vs_transformers_eager"] >= 5.0,
-        "speed_vs_copy": fast["speed_vs_copy"],
-        "copy_target": 0.7,
-        "copy_met": fast["speed_vs_copy"] >= 0.7,
+        "speedup_met": fwd["speedup_vs_transformers_eager"] >= 5.0,
+        "speed_vs_copy": fwd["speed_vs_copy"],
+        "copy_target": 0.8,
+        "copy_met": fwd["speed_vs_copy"] >= 0.8,
+        "forward_backward_speed_vs_copy": both["speed_vs_copy"],
+        "forward_backward_copy_target": 0.6,
+        "forward_backward_copy_met": both["speed_vs_copy"] >= 0.6,
     }
-    print(f"\ntargets (forward, half): {out['targets']}")
+    first = {r["variant"]: r for r in out["forward"]["rows"]}[FIRST_CALL]
+    out["first_call_extra_ms"] = first["median_ms"] - fwd["median_ms"]
+    print(f"\ntargets: {out['targets']}")
+    print(f"building the table costs {out['first_call_extra_ms']:.2f} ms more on a first call")
     return out
 
 

@@ -58,7 +58,7 @@ def _devices() -> list[tuple[str, str]]:
         for i in range(torch.cuda.device_count()):
             rows.append((f"GPU {i}", torch.cuda.get_device_name(i)))
     else:
-        rows.append(("GPU", "none (CUDA not available); GPU results are read from recordings"))
+        rows.append(("GPU", "none (CUDA not available)"))
     return rows
 
 
@@ -69,8 +69,49 @@ def _triton_status() -> str:
     return "importable" + (" (interpreter mode: TRITON_INTERPRET=1)" if interpret else "")
 
 
-def report() -> list[tuple[str, str]]:
-    """The report as (label, value) rows."""
+def _c_kernel_status() -> str:
+    """Is the C RoPE kernel built, and does it agree with the reference on this CPU?"""
+    from .kernels import rope_cpu
+
+    if rope_cpu.backend() != "c":
+        return f"not in use, the PyTorch reference answers ({rope_cpu.build_error()})"
+    failed = [c for c in rope_cpu.check_all() if not c.trusted]
+    if not failed:
+        return "in use; agrees with the reference here for every dtype, pairing and direction"
+    names = "; ".join(f"{c.config}: {c.detail}" for c in failed)
+    return f"in use, but the reference answers where it disagreed here: {names}"
+
+
+def _compiled_checks(probe_flex: bool) -> list[tuple[str, str]]:
+    """One row per compiled-path check made in this process (kernels.verify)."""
+    from .kernels import verify
+
+    if probe_flex:
+        from .kernels import flex
+
+        flex.check_common_configurations()
+    rows = []
+    for c in verify.status():
+        verdict = "trusted" if c.trusted else "FELL BACK to the reference"
+        rows.append((f"  {c.path}", f"{verdict}: {c.config} ({c.detail})"))
+    if not any(c.path == "flex_attention" for c in verify.status()):
+        rows.append(
+            (
+                "  flex_attention",
+                "checked against eager on first use of each configuration; "
+                "`pecourse info --check-flex` compiles and checks the common ones (a minute)",
+            )
+        )
+    return rows
+
+
+def report(*, probe_flex: bool = False) -> list[tuple[str, str]]:
+    """The report as (label, value) rows.
+
+    The compiled paths (C kernel, Triton, FlexAttention) are listed with the verdict of
+    their check against the reference on this machine; ``probe_flex`` compiles and checks
+    FlexAttention's common configurations first (slow: about a minute on two cores).
+    """
     rows = [
         ("pecourse", __version__),
         ("Python", f"{platform.python_version()} ({sys.executable})"),
@@ -79,6 +120,9 @@ def report() -> list[tuple[str, str]]:
     rows += [(name, _version(name)) for name in KEY_PACKAGES]
     rows += _devices()
     rows.append(("Triton", _triton_status()))
+    rows.append(("C RoPE kernel", _c_kernel_status()))
+    rows.append(("compiled paths", "each checked against its reference on this machine"))
+    rows += _compiled_checks(probe_flex)
     where = data_dir(create=False)
     source = f"set by {ENV_VAR}" if os.environ.get(ENV_VAR) else f"default; override with {ENV_VAR}"
     rows.append(("learner data", f"{where} ({source})"))
@@ -91,12 +135,19 @@ def format_report(rows: list[tuple[str, str]]) -> str:
 
 
 def _run(args) -> int:
-    print(format_report(report()))
+    print(format_report(report(probe_flex=args.check_flex)))
     return 0
 
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
-        "info", help="versions, devices, Triton and where learner data is stored"
+        "info",
+        help="versions, devices, compiled kernels and their checks, where learner data is stored",
+    )
+    parser.add_argument(
+        "--check-flex",
+        action="store_true",
+        help="compile FlexAttention for its common configurations and check each against "
+        "eager on this machine (about a minute)",
     )
     parser.set_defaults(func=_run)

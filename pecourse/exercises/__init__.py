@@ -8,15 +8,19 @@ whose ``metadata.nbgrader`` marks them ``solution``, graded test cells marked ``
 * :func:`~pecourse.exercises.notebook.build_all` writes ``exercises/`` (``pecourse
   exercises build``): answers replaced by ``raise NotImplementedError()``, hidden tests
   removed, outputs cleared.
-* :func:`~pecourse.exercises.check.check_notebook` runs a learner's notebook in a Jupyter
-  kernel and reports each part (``pecourse check``).
 * :func:`~pecourse.exercises.grade.grade_class` grades ``SUBMISSIONS/<student>/<NN_slug>.ipynb``
   (``pecourse grade``): each submission is rebuilt from the source's locked and test cells
-  plus the student's answer cells, run in its own process under time and memory limits, and
-  scored per test cell into a CSV and a SQLite gradebook.
+  plus the student's code cells; the student's code runs sandboxed
+  (:mod:`~pecourse.exercises.sandbox`), the tests run in a trusted judge
+  (:mod:`~pecourse.exercises._runner`), and each test cell is scored into a SQLite gradebook
+  and the CSV rebuilt from it. The threat model is in :mod:`~pecourse.exercises.grade`.
+* :func:`~pecourse.exercises.check.check_notebook` (``pecourse check``) runs a learner's
+  notebook through the same engine with the visible tests, and reports each part.
+* :func:`~pecourse.exercises.nbgrader.write_course` (``pecourse exercises nbgrader``)
+  writes the whole course as an nbgrader course directory.
 
 None of this needs nbgrader; an instructor who uses nbgrader can import ``solutions/``
-unchanged (``tests/exercises`` checks that both give the same scores).
+unchanged (``tests/exercises`` checks that both give the same scores on all sixteen).
 """
 
 from __future__ import annotations

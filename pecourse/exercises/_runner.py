@@ -1,58 +1,95 @@
-"""Run one submission's cells in this process, under limits; report each cell as it ends.
+"""Run one submission: the student's code in a sandbox, the tests in a trusted judge.
 
-:mod:`pecourse.exercises.grade` starts ``python -m pecourse.exercises._runner --serve``
-once per batch (:func:`serve`): it imports torch and IPython once, then forks one process
-per submission, which runs in its own session and a fresh temporary working directory
-(:func:`run_job`; ``python -m pecourse.exercises._runner JOB`` runs a single job without the
-server). A job is a JSON file: ``{"cells": [[source, grade_id or null, kind], ...],
-"cell_timeout": s, "memory_mb": n, "output_cap": chars, "result": path, "workdir": path,
-"env": {...}}``. Each cell's outcome is appended to ``result`` as one JSON line the moment
-the cell ends (written with ``os.write``, unbuffered), so whatever
-the notebook does next — ``os._exit``, a crash, an endless loop the parent has to kill —
-the parts already run keep their result.
+:mod:`pecourse.exercises.grade` starts ``python -m pecourse.exercises._runner --serve
+LEVEL`` once per batch (:func:`serve`): it imports torch, numpy, matplotlib and IPython
+once, checks which isolation the machine allows (:func:`pecourse.exercises.sandbox.probe`)
+and then forks one **judge** per submission. Three processes per job::
 
-The cells run in an IPython shell (the same machinery as the Jupyter kernel: magics,
-``display``, tracebacks), without a kernel process and its start-up cost. Limits:
+    fork server ──fork──► judge (trusted: set-up and test cells, verdicts, result file)
+                            └──fork──► gate (new user + PID namespaces)
+                                          └──fork──► student (PID 1 there: set-up,
+                                                      answer and added cells; sandboxed)
 
-* ``RLIMIT_AS`` caps the address space (``memory_mb`` beyond what the interpreter maps at
-  the start), so a huge allocation fails with ``MemoryError`` (or
-  torch's allocator error) in the cell that made it, instead of swapping the machine;
-* a per-cell timer raises :class:`CellTimeout` in a cell that runs too long (the parent
-  also kills the whole process group at its wall-clock limit, for loops that swallow it);
-* the learner's printing goes to a buffer capped at ``output_cap`` characters.
+The student's process runs the notebook's code cells — the locked set-up, the answers,
+cells the student added — in an IPython shell, and otherwise only answers requests from
+the judge: *run this cell*, *what is ``NAME`` now*, *call ``NAME`` with these arguments*.
+The judge runs the set-up cells and the test cells, hidden ones included, in its own
+interpreter, where every name an answer defines is a proxy: calling ``rope_half(x, pos)``
+sends ``x`` and ``pos`` to the student's process as plain data
+(:mod:`pecourse.exercises.wire`), the student's function runs there, and its result comes
+back as plain data. Expected values, ``torch.allclose``, ``abs``, ``pecourse``'s
+reference code all live in the judge, which the student's process cannot reach: patching
+them in the notebook changes nothing, a function that inspects its caller finds only the
+request loop, and nothing the student's process sends can be anything but the value its
+function returned. The global torch random state travels with each request and comes
+back, so seeded tests behave exactly as in one kernel (``pecourse check`` and nbgrader).
+
+What crosses between the two is plain data, so an exercise's functions must take and return
+plain data (tensors, numbers, strings, lists, dicts, dtypes; a ``torch.Generator`` travels
+by its state, a function the test passes in is called back in the judge). An exercise that
+asked for a module or another object would have to expose what its tests check through
+such calls (``forward(module_args, x)``), and say so in its text; none of the sixteen does.
+
+A job is a JSON file (deleted once read): ``cells`` (``[source, grade_id, kind]`` with
+``kind`` one of ``setup``, ``answer``, ``added``, ``test``), ``answer_names``,
+``cell_timeout``, ``memory_mb``, ``output_cap``, ``result`` (the file that receives one
+JSON line per cell, written by the judge the moment a cell ends), ``workdir`` and
+``scratch`` (the fallback's working and temporary directories),
+``notebook`` (``[file name, text]``, copied into the student's home as nbgrader does),
+``protected`` (paths the sandbox must hide) and ``allow_reference``.
+
+Limits: each cell (and each test cell as a whole) gets ``cell_timeout`` seconds, enforced
+in the student's process by ``SIGALRM`` and by the judge, which kills a student that
+ignores it; ``RLIMIT_AS``, ``RLIMIT_NPROC``, ``RLIMIT_FSIZE``; printed output is kept up
+to ``output_cap`` characters; messages are capped at :data:`wire.MAX_MESSAGE`.
 """
 
 from __future__ import annotations
 
+import builtins
 import json
 import os
-import resource
 import signal
+import socket
 import sys
 import time
 
+from . import sandbox, wire
+
 MAX_ERROR_CHARS = 600
-# Imported once by the fork server, so that each submission starts in milliseconds.
+GRACE = 3.0  # seconds the judge waits past a budget before it gives the student up
+# Imported once by the fork server. Not the course package: the student's process is
+# forked from the server and must not hold the reference implementations.
 PRELOAD = (
     "torch",
     "numpy",
     "matplotlib.pyplot",
     "IPython.core.interactiveshell",
     "traitlets.config",
-    "pecourse.attention",
-    "pecourse.positions.absolute",
-    "pecourse.positions.alibi",
-    "pecourse.positions.relative",
-    "pecourse.positions.rope",
-    "pecourse.positions.rope_scaling",
-    "pecourse.positions.augmentation",
-    "pecourse.positions.cope",
-    "pecourse.positions.multidim",
+    "safetensors.torch",
+)
+STUDENT_ENV = (
+    "PATH",
+    "LANG",
+    "LC_ALL",
+    "MPLBACKEND",
+    "PYTHONHASHSEED",
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "PYTHONDONTWRITEBYTECODE",
 )
 
 
 class CellTimeout(BaseException):
     """Raised inside a cell that ran past its time limit (a BaseException, like Ctrl-C)."""
+
+
+class StudentGone(BaseException):
+    """The student's process died or stopped answering: nothing more can run there."""
+
+
+class StudentExit(BaseException):
+    """The student's function called ``sys.exit``."""
 
 
 class CappedOutput:
@@ -87,64 +124,169 @@ class CappedOutput:
         return 1
 
 
-def _describe(exc: BaseException, memory_mb: int, cell_timeout: float) -> str:
+def clean_text(text: str, limit: int = MAX_ERROR_CHARS) -> str:
+    """One line, printable, at most ``limit`` characters (text from the student's side)."""
+    text = "".join(c if c.isprintable() else " " for c in str(text).replace("\n", " ")).strip()
+    if len(text) > limit:
+        text = text[: limit - 3] + "..."
+    return text
+
+
+def describe(exc: BaseException, memory_mb: int, cell_timeout: float) -> str:
+    """The reason a cell failed, in the gradebook's words."""
     if isinstance(exc, CellTimeout):
         return f"timed out: the cell ran longer than {cell_timeout:g} s (an endless loop?)"
+    if isinstance(exc, StudentGone):
+        return str(exc)
     name = type(exc).__name__
     message = str(exc).strip()
-    if isinstance(exc, SystemExit):
+    if isinstance(exc, (SystemExit, StudentExit)):
         return f"SystemExit({message}): the notebook called sys.exit/exit"
     if isinstance(exc, MemoryError) or "can't allocate memory" in message:
         return f"{name}: out of memory (the limit is {memory_mb} MB)"
     if isinstance(exc, NotImplementedError) and not message:
         return "NotImplementedError: the answer is not written yet"
     text = f"{name}: {message}" if message else name
-    if len(text) > MAX_ERROR_CHARS:
-        text = text[: MAX_ERROR_CHARS - 3] + "..."
-    return text
+    origin = getattr(exc, "pecourse_answer", None)
+    if origin:  # raised inside the student's function
+        return clean_text(f"{origin}(...) raised {text}")
+    named = _named_problem(exc, message)  # raised by the test, on what the answer returned
+    return clean_text(f"{named}: {text}" if named else text)
 
 
-def _address_space() -> int:
-    """This process's current virtual size in bytes (0 where /proc is not available)."""
+def _named_problem(exc: BaseException, message: str) -> str | None:
+    """Say "dtype problem" or "shape problem" for the usual torch errors."""
+    if not isinstance(exc, (RuntimeError, TypeError, ValueError, IndexError)):
+        return None
+    low = message.lower()
+    dtype_marks = (
+        "did not match",
+        "expected scalar type",
+        "scalar type",
+        "must have the same dtype",
+        "dtype",
+        "result type",
+    )
+    shape_marks = (
+        "size of tensor",
+        "shapes cannot be multiplied",
+        "shape '",
+        "must match the size",
+        "dimension out of range",
+        "invalid for input of size",
+        "mismatch in shape",
+        "expected size",
+        "does not match the shape",
+        "broadcast",
+    )
+    if any(m in low for m in shape_marks):
+        return "shape problem (check the shape the exercise asks for)"
+    if any(m in low for m in dtype_marks):
+        return "dtype problem (check the dtype the exercise asks for; compare in float64)"
+    return None
+
+
+# --------------------------------------------------------------------------- a channel
+
+
+class Channel:
+    """Requests and replies over one socket, both ways: while waiting for the reply to its
+    own request, a side serves the other side's requests (a callback during a call)."""
+
+    def __init__(self, sock: socket.socket, handle):
+        self.sock = sock
+        self.handle = handle  # (header, tensors) -> (header, tensors)
+
+    def request(self, header: dict, tensors: dict | None = None, timeout: float | None = None):
+        self.sock.settimeout(timeout)
+        wire.send(self.sock, header, tensors)
+        while True:
+            reply, blobs = wire.recv(self.sock)
+            if "op" in reply:
+                self.reply(*self.handle(reply, blobs))
+                self.sock.settimeout(timeout)
+                continue
+            return reply, blobs
+
+    def reply(self, header: dict, tensors: dict | None = None) -> None:
+        wire.send(self.sock, header, tensors)
+
+
+def _raised_payload(exc: BaseException) -> dict:
     try:
-        with open("/proc/self/status", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("VmSize:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
+        bases = [c.__name__ for c in type(exc).__mro__]
+        message = str(exc)
+    except Exception:  # noqa: BLE001 - a hostile exception may refuse to describe itself
+        bases, message = ["Exception"], ""
+    return {
+        "type": clean_text(type(exc).__name__, 80),
+        "bases": [clean_text(b, 80) for b in bases[:20]],
+        "message": clean_text(message, 2000),
+    }
 
 
-def _set_limits(memory_mb: int) -> None:
-    # The allowance is on top of what the preloaded interpreter already maps (torch alone
-    # maps over a gigabyte, more for CUDA builds), so the notebook gets the same room
-    # whatever the build.
-    limit = _address_space() + memory_mb * 1024 * 1024
-    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    # Writing a huge file fails with EFBIG instead of filling the disk.
-    fsize = 64 * 1024 * 1024
-    resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
-    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+def rebuild_exception(info: dict, answer: str | None = None) -> BaseException:
+    """The student's exception, as the judge raises it: its message and type name, based
+    on the builtin exception it derives from (so ``except ValueError`` still catches it)."""
+    name = clean_text(str(info.get("type", "Exception")), 80) or "Exception"
+    message = clean_text(str(info.get("message", "")), 2000)
+    bases = info.get("bases")
+    bases = [str(b) for b in bases[:20]] if isinstance(bases, list) else []
+    if name == "CellTimeout":
+        return CellTimeout()
+    if "SystemExit" in bases:
+        return StudentExit(message)
+    base: type = Exception
+    for b in bases:
+        candidate = getattr(builtins, b, None)
+        if isinstance(candidate, type) and issubclass(candidate, Exception):
+            base = candidate
+            break
+    try:
+        cls = base if base.__name__ == name else type(name, (base,), {"__module__": "student"})
+        exc = cls(message) if message else cls()
+    except Exception:  # noqa: BLE001 - e.g. UnicodeDecodeError needs five arguments
+        exc = type(name, (Exception,), {"__module__": "student"})(message)
+    exc.pecourse_answer = answer
+    return exc
 
 
-def run_job(job: dict) -> None:
-    """Run one submission in this (fresh) process and leave with ``os._exit``; never returns.
+# --------------------------------------------------------------------------- the student
 
-    ``job``: ``cells``, ``cell_timeout``, ``memory_mb``, ``output_cap``, ``result`` (the file
-    that receives one JSON line per cell), ``workdir`` and ``env`` (variables to set).
-    """
-    fd = os.open(job["result"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
 
-    def report(record: dict) -> None:
-        os.write(fd, (json.dumps(record) + "\n").encode())
-
-    os.environ.update(job.get("env", {}))
-    os.chdir(job["workdir"])
-    cell_timeout = float(job["cell_timeout"])
-    memory_mb = int(job["memory_mb"])
-    out = CappedOutput(int(job["output_cap"]))
+def student_main(sock: socket.socket, job: dict, level: str, plan) -> None:
+    """The student's process: build the sandbox, then serve the judge until told to stop."""
+    name, text = job["notebook"]
+    if level == sandbox.NAMESPACES:
+        sandbox.enter_student(plan, {name: text.encode()})
+        home = "/home/student"
+        own = 0
+        scratch = "/tmp"
+    else:
+        with open(os.path.join(job["workdir"], name), "w", encoding="utf-8") as f:
+            f.write(text)
+        scratch = job["scratch"]
+        sandbox.enter_fallback(job["workdir"], scratch, plan.uid)
+        home = job["workdir"]
+        own = sandbox.processes_of(os.getuid()) if plan.uid is None else 0
+    sandbox.die_with_parent()
+    env = {k: os.environ[k] for k in STUDENT_ENV if k in os.environ}
+    os.environ.clear()
+    os.environ.update(env)
+    os.environ.update(
+        {
+            "HOME": home,
+            "TMPDIR": scratch,
+            "MPLCONFIGDIR": os.path.join(scratch, "matplotlib"),
+            "IPYTHONDIR": os.path.join(scratch, "ipython"),
+            "PECOURSE_DATA_DIR": os.path.join(scratch, "pecourse"),
+        }
+    )
+    if not job.get("allow_reference"):
+        # Nothing of the course package stays in memory (the runner itself is running);
+        # on disk it does not exist in the sandbox.
+        for module in [m for m in sys.modules if m == "pecourse" or m.startswith("pecourse.")]:
+            del sys.modules[module]
 
     from IPython.core.interactiveshell import InteractiveShell
     from traitlets.config import Config
@@ -159,77 +301,542 @@ def run_job(job: dict) -> None:
             pass
 
     shell = GradingShell.instance(config=config)
-    _set_limits(memory_mb)
+    memory_mb = int(job["memory_mb"])
+    sandbox.set_limits(memory_mb, own_processes=own)
+    out = CappedOutput(int(job["output_cap"]))
+    sys.stdout = sys.stderr = out
 
     def on_alarm(signum, frame):
         raise CellTimeout()
 
     signal.signal(signal.SIGALRM, on_alarm)
-    report({"started": True})
-    sys.stdout = sys.stderr = out
-    for index, (source, gid, kind) in enumerate(job["cells"]):
-        error = None
-        printed_before = out.size
-        try:
-            signal.setitimer(signal.ITIMER_REAL, cell_timeout)
-            result = shell.run_cell(source, store_history=True)
-            signal.setitimer(signal.ITIMER_REAL, 0)
-            exc = result.error_before_exec or result.error_in_exec
-            if exc is not None:
-                error = _describe(exc, memory_mb, cell_timeout)
-            elif not result.success:
-                error = "the cell failed"
-        except BaseException as exc:  # noqa: BLE001 - a timeout outside the learner's code, ...
-            signal.setitimer(signal.ITIMER_REAL, 0)
-            error = _describe(exc, memory_mb, cell_timeout)
-        report(
-            {
-                "index": index,
-                "grade_id": gid,
-                "kind": kind,
+    import torch
+
+    channel = Channel(sock, None)
+
+    def invoke(handle, args, kwargs):
+        tree, tensors = wire.encode((list(args), kwargs))
+        reply, blobs = channel.request({"op": "callback", "handle": handle, "args": tree}, tensors)
+        if "raised" in reply:
+            raise rebuild_exception(reply["raised"])
+        return wire.decode(reply["result"], blobs)
+
+    def set_state(blobs, key):
+        if key in blobs:
+            torch.set_rng_state(blobs[key])
+        return torch.get_rng_state()
+
+    def changed(before):
+        """The RNG state, if the request changed it (the judge keeps its copy otherwise)."""
+        after = torch.get_rng_state()
+        return {} if torch.equal(after, before) else {"rng": after}
+
+    def handle(header, blobs):
+        op = header.get("op")
+        if op == "bye":
+            os._exit(0)
+        budget = float(header.get("budget", job["cell_timeout"]))
+        if op == "cell":
+            before = set_state(blobs, "rng")
+            printed_before = out.size
+            error = None
+            try:
+                signal.setitimer(signal.ITIMER_REAL, budget)
+                result = shell.run_cell(str(header["source"]), store_history=True)
+                signal.setitimer(signal.ITIMER_REAL, 0)
+                exc = result.error_before_exec or result.error_in_exec
+                if exc is not None:
+                    error = describe(exc, memory_mb, budget)
+                elif not result.success:
+                    error = "the cell failed"
+            except BaseException as exc:  # noqa: BLE001 - a timeout outside the learner's code, ...
+                signal.setitimer(signal.ITIMER_REAL, 0)
+                error = describe(exc, memory_mb, budget)
+            return {
                 "ok": error is None,
                 "error": error,
                 "printed": out.size - printed_before,
+            }, changed(before)
+        if op == "names":
+            values = {}
+            items = []
+            for n in header.get("names", []):
+                if n not in shell.user_ns:
+                    values[n] = "missing"
+                elif callable(shell.user_ns[n]):
+                    values[n] = "callable"
+                else:
+                    values[n] = "value"
+                    items.append((n, shell.user_ns[n]))
+            tree, tensors = _safe_encode({k: v for k, v in items})
+            return {"kinds": values, "values": tree}, tensors
+        if op == "call":
+            before = set_state(blobs, "rng")
+            generators: dict = {}
+            try:
+                args, kwargs = wire.decode(
+                    header["args"], blobs, invoke=invoke, generators=generators
+                )
+                function = shell.user_ns[str(header["name"])]
+                signal.setitimer(signal.ITIMER_REAL, budget)
+                try:
+                    value = function(*args, **kwargs)
+                finally:
+                    signal.setitimer(signal.ITIMER_REAL, 0)
+                tree, tensors = _safe_encode(value)
+                reply = {"result": tree}
+            except BaseException as exc:  # noqa: BLE001 - the answer's exception goes back
+                signal.setitimer(signal.ITIMER_REAL, 0)
+                reply, tensors = {"raised": _raised_payload(exc)}, {}
+            tensors = dict(tensors)
+            tensors.update(changed(before))
+            reply["generators"] = []
+            for handle_id, g in generators.items():
+                key = f"gen{handle_id}"
+                tensors[key] = g.get_state()
+                reply["generators"].append([handle_id, key])
+            return reply, tensors
+        return {
+            "raised": {
+                "type": "RuntimeError",
+                "bases": ["RuntimeError"],
+                "message": f"unknown op {op!r}",
             }
-        )
-    report({"done": True, "printed": out.size})
-    os.close(fd)
-    # Leave at once: the notebook may have left threads or handlers that would hang exit.
-    os._exit(0)
+        }, {}
+
+    channel.handle = handle
+    while True:
+        try:
+            header, blobs = wire.recv(sock)
+        except (wire.WireError, OSError):
+            os._exit(0)
+        channel.reply(*handle(header, blobs))
 
 
-def _die_with_parent() -> None:
-    """Linux: SIGKILL this process when the server dies (a notebook that kills its parent
-    must not go on grading itself unobserved). Elsewhere a no-op."""
+def _safe_encode(value):
     try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        pr_set_pdeathsig = 1
-        libc.prctl(pr_set_pdeathsig, signal.SIGKILL)
-    except (OSError, AttributeError):
-        return
-    if os.getppid() == 1:  # the parent already died between fork and prctl
-        os._exit(70)
+        return wire.encode(value)
+    except Exception as exc:  # noqa: BLE001 - whatever the student returned
+        return {"$opaque": f"unsendable value ({clean_text(str(exc), 100)})"}, {}
 
 
-def _detach_stdio() -> None:
-    """Point fds 0-2 at /dev/null, so the notebook cannot write into the server's pipes."""
-    null = os.open(os.devnull, os.O_RDWR)
-    for target in (0, 1, 2):
-        os.dup2(null, target)
-    os.close(null)
+# --------------------------------------------------------------------------- the judge
 
 
-def serve() -> None:
-    """A fork server: preload the heavy imports once, then fork one process per submission.
+class AnswerProxy:
+    """Stands in the judge's namespace for a function the answer defines."""
 
-    Protocol (lines on stdin/stdout): ``RUN <id> <job.json>`` forks a child that runs the
-    job in a new session (its own process group) and answers ``PID <id> <pid>``; when the
-    child ends the server says ``EXIT <id> <code>`` (negative: killed by that signal, as
-    :mod:`subprocess` reports it); ``KILL <id>`` kills the child's whole process group. EOF
-    on stdin kills what is left and ends the server. Forking from a process that has already
-    imported torch and IPython saves each submission seconds of start-up.
+    def __init__(self, judge: Judge, name: str):
+        self._judge = judge
+        self.__name__ = name
+
+    def __call__(self, *args, **kwargs):
+        return self._judge.call(self.__name__, args, kwargs)
+
+    def __repr__(self) -> str:
+        return f"<answer {self.__name__} (runs in the student's sandbox)>"
+
+
+class Judge:
+    """The trusted side of one job (see the module docstring)."""
+
+    def __init__(self, job: dict, level: str, report):
+        import torch
+
+        self.torch = torch
+        self.job = job
+        self.level = level
+        self.report = report
+        self.cell_timeout = float(job["cell_timeout"])
+        self.memory_mb = int(job["memory_mb"])
+        self.deadline = None
+        self.gone: str | None = None
+        self.student_pid = None
+        self.gate_pid = None
+        self.callables: dict[int, object] = {}
+        self.ns: dict = {"__name__": "__main__", "__builtins__": builtins}
+        self.channel: Channel | None = None
+        self._rng_known = None  # the torch RNG state the student's process holds, if known
+
+    # ----------------------------------------------------------------- process set-up
+    def start(self) -> None:
+        uid = sandbox.job_uid()
+        if self.level == sandbox.NONE and not sandbox.others_can_run_python():
+            uid = None  # stays the grader's uid: the fallback's warning says so
+        protected = list(self.job.get("protected", []))
+        allow = []
+        if self.job.get("allow_reference"):
+            package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+            allow.append(package)
+            protected.append(os.path.join(package, "exercises"))
+        plan = sandbox.Plan(protected=protected, allow_paths=allow, uid=uid)
+        mine, theirs = socket.socketpair()
+        if self.level == sandbox.NAMESPACES:
+            maps_r, maps_w = os.pipe()
+            go_r, go_w = os.pipe()
+            pid_r, pid_w = os.pipe()
+            gate = os.fork()
+            if gate == 0:  # the gate: new user and PID namespaces, then the student
+                code = 70
+                try:
+                    for fd in (maps_r, go_w, pid_r):
+                        os.close(fd)
+                    mine.close()
+
+                    def write_maps():
+                        os.write(maps_w, b"m")
+                        if os.read(go_r, 1) != b"g":
+                            raise sandbox.SandboxError(0, "the id maps were not written")
+
+                    sandbox.enter_gate(write_maps)
+                    sandbox.die_with_parent()
+                    child = os.fork()
+                    if child == 0:
+                        self._become_student(theirs, plan)
+                    theirs.close()
+                    os.write(pid_w, str(child).encode())
+                    _, status = os.waitpid(child, 0)
+                    code = os.waitstatus_to_exitcode(status)
+                    code = code if code >= 0 else 128 - code  # killed by a signal: 128 + n
+                except BaseException as exc:  # noqa: BLE001 - tell the judge why
+                    try:
+                        os.write(pid_w, f"E {type(exc).__name__}: {exc}".encode()[:300])
+                    except OSError:
+                        pass
+                finally:
+                    os._exit(code)
+            for fd in (maps_w, go_r, pid_w):
+                os.close(fd)
+            theirs.close()
+            self.gate_pid = gate
+            try:
+                if os.read(maps_r, 1) == b"m":
+                    sandbox.write_id_maps(gate, uid)
+                    os.write(go_w, b"g")
+                answer = os.read(pid_r, 300).decode(errors="replace")
+            finally:
+                for fd in (maps_r, go_w, pid_r):
+                    os.close(fd)
+            if answer.isdigit():
+                self.student_pid = int(answer)
+            else:
+                self.gone = "the sandbox could not be set up: " + clean_text(
+                    answer.removeprefix("E ") or "the gate process died"
+                )
+        else:
+            sandbox.become_subreaper()
+            child = os.fork()
+            if child == 0:
+                self._become_student(theirs, plan)
+            theirs.close()
+            self.student_pid = child
+        self.channel = Channel(mine, self._serve_callback)
+
+    def _become_student(self, sock, plan) -> None:
+        try:
+            null = os.open(os.devnull, os.O_RDWR)
+            for target in (0, 1, 2):
+                os.dup2(null, target)
+            os.close(null)
+            keep_fds = {0, 1, 2, sock.fileno()}
+            for fd in _open_fds():
+                if fd not in keep_fds:
+                    try:
+                        os.close(fd)
+                    except OSError:
+                        pass
+            os.setsid() if self.level == sandbox.NAMESPACES else None
+            student_main(sock, self.job, self.level, plan)
+        except BaseException:  # noqa: BLE001 - tell the judge, then leave
+            try:
+                import traceback
+
+                wire.send(sock, {"setup_failed": clean_text(traceback.format_exc(), 3000)})
+            except Exception:  # noqa: BLE001
+                pass
+        finally:
+            os._exit(71)
+
+    # ----------------------------------------------------------------- requests
+    def _budget(self) -> float:
+        if self.deadline is None:
+            return self.cell_timeout
+        return max(0.05, self.deadline - time.monotonic())
+
+    def _request(self, header: dict, tensors: dict | None = None):
+        if self.gone:
+            raise StudentGone(self.gone)
+        budget = self._budget()
+        header["budget"] = budget
+        tensors = dict(tensors or {})
+        state = self.torch.get_rng_state()
+        if self._rng_known is None or not self.torch.equal(state, self._rng_known):
+            tensors["rng"] = state  # the student's process has another state: send ours
+        try:
+            reply, blobs = self.channel.request(header, tensors, timeout=budget + GRACE)
+        except TimeoutError:
+            self._stop(
+                f"timed out: the cell ran past the {self.cell_timeout:g} s limit and "
+                "ignored the interrupt, so the notebook was stopped"
+            )
+            raise StudentGone(self.gone) from None
+        except (wire.WireError, OSError) as exc:
+            self._stop(self._why_gone(exc))
+            raise StudentGone(self.gone) from None
+        if "setup_failed" in reply:
+            self._stop("the sandbox could not be set up: " + clean_text(reply["setup_failed"]))
+            raise StudentGone(self.gone)
+        self._rng_known = state
+        if "rng" in blobs:  # the student's side drew random numbers: the stream goes on from there
+            try:
+                self.torch.set_rng_state(blobs["rng"])
+                self._rng_known = blobs["rng"]
+            except (RuntimeError, TypeError):
+                self._rng_known = None
+        return reply, blobs
+
+    def _why_gone(self, exc) -> str:
+        code = self._reap_student()
+        if code is None:
+            return f"the notebook's process stopped answering ({clean_text(str(exc), 100)})"
+        how = f"killed by signal {-code}" if code < 0 else f"exit code {code}"
+        return (
+            f"the notebook ended its grading process ({how}): os._exit, a crash or the memory limit"
+        )
+
+    def _reap_student(self, wait: float = 1.0):
+        """The student's exit code (negative: killed by that signal), None if it had to be
+        killed because it closed the channel but did not exit."""
+        via_gate = self.gate_pid is not None
+        pid = self.gate_pid if via_gate else self.student_pid
+        if pid is None:
+            return None
+        deadline = time.monotonic() + wait
+        status = None
+        while status is None:
+            try:
+                done, st = os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                return None
+            if done:
+                status = st
+            elif time.monotonic() > deadline:
+                self.kill()
+                os.waitpid(pid, 0)
+                self.gate_pid = self.student_pid = None
+                return None
+            else:
+                time.sleep(0.01)
+        self.gate_pid = self.student_pid = None
+        code = os.waitstatus_to_exitcode(status)
+        if via_gate and code > 128:  # the gate passes on "killed by signal n" as 128 + n
+            code = 128 - code
+        return code
+
+    def _stop(self, why: str) -> None:
+        self.gone = why
+        self.kill()
+
+    def kill(self) -> None:
+        for pid in (self.student_pid, self.gate_pid):
+            if pid:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+        if self.channel is not None:
+            try:
+                self.channel.sock.close()
+            except OSError:
+                pass
+
+    def _serve_callback(self, header, blobs):
+        if header.get("op") != "callback":
+            return {
+                "raised": {
+                    "type": "RuntimeError",
+                    "bases": ["RuntimeError"],
+                    "message": "not allowed",
+                }
+            }, {}
+        try:
+            function = self.callables[int(header["handle"])]
+            args, kwargs = wire.decode(header["args"], blobs)
+            value = function(*args, **dict(kwargs))
+            tree, tensors = wire.encode(value)
+            return {"result": tree}, tensors
+        except Exception as exc:  # noqa: BLE001 - the grader's function failed on these inputs
+            return {"raised": _raised_payload(exc)}, {}
+
+    def call(self, name: str, args, kwargs):
+        generators: dict = {}
+        tree, tensors = wire.encode(
+            (list(args), kwargs), callables=self.callables, generators=generators
+        )
+        reply, blobs = self._request({"op": "call", "name": name, "args": tree}, tensors)
+        pairs = reply.get("generators")
+        for pair in pairs if isinstance(pairs, list) else []:
+            if isinstance(pair, list) and len(pair) == 2 and isinstance(pair[1], str):
+                g = generators.get(pair[0]) if isinstance(pair[0], int) else None
+                if g is not None and pair[1] in blobs:
+                    try:
+                        g.set_state(blobs[pair[1]])
+                    except (RuntimeError, TypeError, ValueError):
+                        pass
+        if "raised" in reply:
+            raised = reply["raised"]
+            raise rebuild_exception(raised if isinstance(raised, dict) else {}, answer=name)
+        try:
+            return wire.decode(reply["result"], blobs)
+        except (wire.WireError, KeyError) as exc:
+            raise TypeError(f"{name}(...) returned a value the grader cannot read: {exc}") from None
+
+    def refresh_names(self) -> None:
+        names = list(self.job.get("answer_names", []))
+        if not names:
+            return
+        reply, blobs = self._request({"op": "names", "names": names})
+        try:
+            values = wire.decode(reply.get("values"), blobs)
+        except wire.WireError:
+            values = {}
+        kinds = reply.get("kinds")
+        kinds = kinds if isinstance(kinds, dict) else {}
+        for n in names:
+            kind = kinds.get(n, "missing")
+            if kind == "callable":
+                self.ns[n] = AnswerProxy(self, n)
+            elif kind == "value" and isinstance(values, dict) and n in values:
+                self.ns[n] = values[n]
+            else:
+                self.ns.pop(n, None)
+
+    # ----------------------------------------------------------------- cells
+    def run_student_cell(self, source: str) -> tuple[str | None, int]:
+        reply, _ = self._request({"op": "cell", "source": source})
+        error = reply.get("error")
+        printed = reply.get("printed", 0)
+        printed = printed if type(printed) is int and printed >= 0 else 0
+        return (clean_text(error) if error else None), printed
+
+    def run_judge_cell(self, source: str, label: str) -> str | None:
+        self.deadline = time.monotonic() + self.cell_timeout
+        try:
+            code = compile(source, f"<{label}>", "exec")
+            exec(code, self.ns)  # noqa: S102 - the course's own set-up and test code
+            return None
+        except BaseException as exc:  # noqa: BLE001 - the failing test's reason
+            return describe(exc, self.memory_mb, self.cell_timeout)
+        finally:
+            self.deadline = None
+
+    def run(self) -> None:
+        for index, (source, gid, kind) in enumerate(self.job["cells"]):
+            error, printed = None, 0
+            if kind == "setup":
+                error = self.run_judge_cell(source, gid or "setup")
+                if error is None and not self.gone:
+                    try:
+                        self.deadline = time.monotonic() + self.cell_timeout
+                        student_error, printed = self.run_student_cell(source)
+                        error = student_error
+                    except StudentGone as exc:
+                        error = str(exc)
+                    finally:
+                        self.deadline = None
+            elif kind in ("answer", "added"):
+                try:
+                    self.deadline = time.monotonic() + self.cell_timeout
+                    error, printed = self.run_student_cell(source)
+                except StudentGone as exc:
+                    error = str(exc)
+                finally:
+                    self.deadline = None
+            else:  # a test: here, with the answers' names bound to the student's process
+                if self.gone:
+                    error = self.gone
+                else:
+                    try:
+                        self.deadline = time.monotonic() + self.cell_timeout
+                        self.refresh_names()
+                        error = self.run_judge_cell(source, gid or "test")
+                    except StudentGone as exc:
+                        error = str(exc)
+                    finally:
+                        self.deadline = None
+            self.report(
+                {
+                    "index": index,
+                    "grade_id": gid,
+                    "kind": kind,
+                    "ok": error is None,
+                    "error": error,
+                    "printed": printed,
+                }
+            )
+            if self.gone and kind != "test":
+                # the remaining cells cannot run; the parts left say why
+                pass
+        self.finish()
+
+    def finish(self) -> None:
+        if not self.gone and self.channel is not None:
+            try:
+                self.channel.sock.settimeout(1.0)
+                wire.send(self.channel.sock, {"op": "bye"})
+            except OSError:
+                pass
+        self.kill()
+        for pid in (self.student_pid, self.gate_pid):
+            if pid:
+                try:
+                    os.waitpid(pid, 0)
+                except ChildProcessError:
+                    pass
+        sandbox.kill_descendants(os.getpid())
+
+
+def _open_fds() -> list[int]:
+    try:
+        return [int(fd) for fd in os.listdir("/proc/self/fd")]
+    except OSError:
+        return list(range(3, 256))
+
+
+def run_job(job: dict, level: str) -> None:
+    """The judge's whole life (in a fresh process forked by the server); never returns."""
+    fd = os.open(job["result"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+
+    def report(record: dict) -> None:
+        os.write(fd, (json.dumps(record) + "\n").encode())
+
+    sandbox.protect_from_same_uid()
+    sys.stdout = sys.stderr = CappedOutput(int(job["output_cap"]))
+    judge = Judge(job, level, report)
+    try:
+        report({"started": True, "isolation": level})
+        judge.start()
+        judge.run()
+        report({"done": True})
+    except BaseException as exc:  # noqa: BLE001 - the judge itself failed: say so
+        report({"judge_error": clean_text(f"{type(exc).__name__}: {exc}")})
+        judge.kill()
+    finally:
+        os.close(fd)
+        os._exit(0)
+
+
+# --------------------------------------------------------------------------- the server
+
+
+def serve(requested: str) -> None:
+    """A fork server: preload the heavy imports once, then fork one judge per submission.
+
+    Protocol (lines on stdin/stdout): the server first says ``READY <level> <detail>`` (or
+    ``REFUSED <detail>`` when ``requested`` is ``namespaces`` and the machine cannot);
+    ``RUN <id> <job.json>`` forks a judge in a new session and answers ``PID <id> <pid>``;
+    when it ends the server says ``EXIT <id> <code>``; ``KILL <id>`` kills its process group
+    (the sandbox dies with it). EOF on stdin kills what is left and ends the server.
     """
     import select
 
@@ -244,13 +851,29 @@ def serve() -> None:
         torch.set_num_threads(1)
     except ImportError:
         pass
+    sandbox.protect_from_same_uid()
+    sandbox.become_subreaper()
+    protected = [a for a in sys.argv[3:]] if len(sys.argv) > 3 else []
+    if requested == sandbox.NONE:
+        level, detail = sandbox.NONE, "isolation switched off (--isolation none)"
+    else:
+        level, detail = sandbox.probe(protected)
+    if level == sandbox.NONE and os.geteuid() == 0:
+        detail += (
+            "; each job runs as a fresh unprivileged uid"
+            if sandbox.others_can_run_python()
+            else "; jobs run AS ROOT: this Python installation is not readable by other users"
+        )
     children: dict[int, str] = {}  # pid -> job id
 
     def say(line: str) -> None:
         sys.stdout.write(line + "\n")
         sys.stdout.flush()
 
-    say("READY")
+    if requested == sandbox.NAMESPACES and level != sandbox.NAMESPACES:
+        say(f"REFUSED {clean_text(detail)}")
+        return
+    say(f"READY {level} {clean_text(detail)}")
     stdin = sys.stdin.buffer
     pending = b""
     open_input = True
@@ -274,16 +897,19 @@ def serve() -> None:
                     job_id, job_path = words[1], words[2]
                     with open(job_path, encoding="utf-8") as f:
                         job = json.load(f)
-                    # The job holds the hidden tests: not for the notebook's eyes.
+                    # The job holds the hidden tests: read once, then gone.
                     os.unlink(job_path)
                     pid = os.fork()
-                    if pid == 0:  # the child: a submission of its own
+                    if pid == 0:  # the judge of one submission
                         try:
                             os.setsid()
-                            _die_with_parent()
-                            _detach_stdio()
+                            sandbox.die_with_parent()
+                            null = os.open(os.devnull, os.O_RDWR)
+                            for target in (0, 1, 2):
+                                os.dup2(null, target)
+                            os.close(null)
                             signal.signal(signal.SIGINT, signal.SIG_DFL)
-                            run_job(job)
+                            run_job(job, level)
                         finally:
                             os._exit(70)
                     children[pid] = job_id
@@ -292,7 +918,7 @@ def serve() -> None:
                     for pid, jid in children.items():
                         if jid == words[1]:
                             _killpg(pid)
-        while children:
+        while True:
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)
             except ChildProcessError:
@@ -301,8 +927,11 @@ def serve() -> None:
                 break
             job_id = children.pop(pid, None)
             if job_id is not None:
-                _killpg(pid)  # anything the notebook left running in its group
+                _killpg(pid)  # anything left in the judge's group
                 say(f"EXIT {job_id} {_returncode(status)}")
+        if not children and not open_input:
+            break
+    sandbox.kill_descendants(os.getpid())
 
 
 def _killpg(pid: int) -> None:
@@ -319,12 +948,12 @@ def _returncode(status: int) -> int:
 
 
 def main(argv: list[str]) -> None:
-    if argv == ["--serve"]:
-        serve()
+    if len(argv) >= 2 and argv[0] == "--serve":
+        serve(argv[1])
         return
-    (job_path,) = argv
-    with open(job_path, encoding="utf-8") as f:
-        run_job(json.load(f))
+    raise SystemExit(
+        "usage: python -m pecourse.exercises._runner --serve auto|namespaces|none [PROTECTED...]"
+    )
 
 
 if __name__ == "__main__":

@@ -1,23 +1,28 @@
-"""A learner's self-check: run an exercise notebook in a kernel and report each part.
+"""A learner's self-check: run an exercise notebook exactly as grading does, visible tests only.
 
-``pecourse check exercises/08_rope.ipynb`` executes the notebook as it is (with nbclient, in
-the ``python3`` kernel of the current environment, errors allowed so every part runs) and
-prints each graded test cell as passed or failed, with the hint: the assertion message the
-test gives. Only the visible tests run here; grading adds hidden ones.
+``pecourse check exercises/08_rope.ipynb`` grades the notebook with the grader's own engine
+(:func:`pecourse.exercises.grade.grade_submission`): the same assembly (answer cells,
+cells the learner added, in order; a duplicated answer cell graded by its last copy), the
+same split between the learner's process and the judge that runs the tests, the same
+policy on the course package's reference code, the same reasons. The only difference is
+the test cells: the visible ones, from the handed-out notebook (built from ``solutions/``
+when the course repository is there, else taken from the notebook itself). So a part that
+fails here fails in grading with the same reason, and grading adds hidden tests.
 """
 
 from __future__ import annotations
 
-import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
 
-from .notebook import grade_id, is_answer_cell, is_test_cell
+from .grade import ForkServer, Limits, grade_submission
+from .notebook import build_student_notebook, read_notebook, source_notebooks
 
-__all__ = ["PartResult", "check_notebook", "format_report", "main_check"]
+__all__ = ["PartResult", "check_notebook", "check_notebooks", "format_report", "main_check"]
 
 
 @dataclass(frozen=True)
@@ -28,45 +33,46 @@ class PartResult:
     hint: str
 
 
-def _error_of(cell) -> str | None:
-    for out in cell.get("outputs", []):
-        if out.get("output_type") == "error":
-            name, value = out.get("ename", "Error"), str(out.get("evalue", "")).strip()
-            if name == "NotImplementedError" and not value:
-                return "NotImplementedError: the answer is not written yet"
-            return f"{name}: {value}" if value else name
-    return None
+def _visible_source(path: Path, source_dir=None):
+    """The handed-out notebook this file is an answer to: from solutions/ if it is there."""
+    for src in source_notebooks(source_dir):
+        if src.stem == path.stem:
+            return build_student_notebook(read_notebook(src))
+    return nbformat.read(str(path), as_version=4)
 
 
-def check_notebook(path: str | Path, *, timeout: float = 60.0) -> list[PartResult]:
-    """Execute ``path`` and return one :class:`PartResult` per graded test cell."""
-    from nbclient import NotebookClient
-
-    path = Path(path)
-    nb = nbformat.read(str(path), as_version=4)
-    client = NotebookClient(
-        nb,
-        kernel_name="python3",
-        timeout=timeout,
-        allow_errors=True,
-        interrupt_on_timeout=True,
-        resources={"metadata": {"path": str(path.resolve().parent)}},
-    )
-    # The kernel's own stderr (start-up warnings about its transport) is not the learner's.
-    client.execute(stderr=subprocess.DEVNULL)
-    results = []
-    broken: list[str] = []  # answer cells that raised something other than the stub
-    for cell in nb.cells:
-        if is_answer_cell(cell):
-            error = _error_of(cell)
-            if error and not error.startswith("NotImplementedError"):
-                broken.append(f"answer cell {grade_id(cell)} failed earlier: {error}")
-        elif is_test_cell(cell):
-            error = _error_of(cell)
-            points = float(cell.metadata["nbgrader"].get("points", 0))
-            hint = "; ".join([error, *broken]) if error else ""
-            results.append(PartResult(grade_id(cell), points, error is None, hint))
+def check_notebooks(
+    paths, *, timeout: float = 60.0, allow_reference: bool = False, source_dir=None
+) -> dict[str, list[PartResult]]:
+    """Check several notebooks with one grading server: ``{path: [PartResult, ...]}``."""
+    results = {}
+    with tempfile.TemporaryDirectory(prefix="pecourse-check-") as tmp:
+        server = ForkServer(Path(tmp), "auto")
+        try:
+            for path in paths:
+                path = Path(path)
+                source = _visible_source(path, source_dir)
+                n_cells = sum(1 for c in source.cells if c.cell_type == "code") + 2
+                limits = Limits(cell_timeout=timeout, wall_clock=max(180.0, timeout * n_cells))
+                rows = grade_submission(
+                    "you", path.stem, source, path, limits, server, allow_reference=allow_reference
+                )
+                results[str(path)] = [
+                    PartResult(r.part, r.max_points, r.points >= r.max_points, r.reason)
+                    for r in rows
+                ]
+        finally:
+            server.close()
     return results
+
+
+def check_notebook(
+    path: str | Path, *, timeout: float = 60.0, allow_reference: bool = False, source_dir=None
+) -> list[PartResult]:
+    """Run ``path`` and return one :class:`PartResult` per graded test cell."""
+    return check_notebooks(
+        [path], timeout=timeout, allow_reference=allow_reference, source_dir=source_dir
+    )[str(Path(path))]
 
 
 def format_report(path: str | Path, results: list[PartResult]) -> str:
@@ -88,13 +94,19 @@ def format_report(path: str | Path, results: list[PartResult]) -> str:
 
 def main_check(args) -> int:
     status = 0
+    paths = []
     for nb_path in args.notebooks:
         if not Path(nb_path).is_file():
             print(f"pecourse check: no such notebook: {nb_path}", file=sys.stderr)
             status = 2
-            continue
-        results = check_notebook(nb_path, timeout=args.timeout)
-        print(format_report(nb_path, results))
-        if status == 0 and not all(r.passed for r in results):
+        else:
+            paths.append(nb_path)
+    if not paths:
+        return status
+    results = check_notebooks(paths, timeout=args.timeout, allow_reference=args.allow_reference)
+    for nb_path in paths:
+        part_results = results[str(Path(nb_path))]
+        print(format_report(nb_path, part_results))
+        if status == 0 and not all(r.passed for r in part_results):
             status = 1
     return status

@@ -1,4 +1,4 @@
-"""Sub-commands ``pecourse exercises build``, ``pecourse check`` and ``pecourse grade``."""
+"""Sub-commands ``pecourse exercises build|nbgrader``, ``pecourse check`` and ``pecourse grade``."""
 
 from __future__ import annotations
 
@@ -20,6 +20,18 @@ def _build(args) -> int:
     written = build_all(args.source, args.out)
     print(
         f"built {len(written)} exercise notebook(s) in {Path(written[0]).parent if written else args.out}"
+    )
+    return 0
+
+
+def _nbgrader(args) -> int:
+    from .nbgrader import write_course
+
+    written = write_course(args.course_dir, args.source)
+    print(f"wrote an nbgrader course with {len(written)} assignment(s) in {args.course_dir}")
+    print(
+        "next: cd there, then `nbgrader generate_assignment --all` and, once submissions are "
+        "in submitted/, `nbgrader autograde --all --create`"
     )
     return 0
 
@@ -51,25 +63,39 @@ def register(subparsers) -> None:
         "--check", action="store_true", help="write nothing; exit 1 if exercises/ is out of date"
     )
     build.set_defaults(func=_build)
+    nbg = ex_sub.add_parser(
+        "nbgrader",
+        help="write a complete nbgrader course (all assignments in source/, nbgrader_config.py)",
+    )
+    nbg.add_argument("course_dir", type=Path, help="the course directory to write")
+    nbg.add_argument("--source", type=Path, default=None, help="source notebooks (solutions/)")
+    nbg.set_defaults(func=_nbgrader)
 
     check = subparsers.add_parser(
         "check", help="run an exercise notebook and report each part as passed or failed"
     )
     check.add_argument("notebooks", nargs="+", help="exercise notebook(s) to check")
     check.add_argument("--timeout", type=float, default=60.0, help="seconds per cell (60)")
+    check.add_argument(
+        "--allow-reference",
+        action="store_true",
+        help="allow answers to use the course package's reference implementation",
+    )
     check.set_defaults(func=_check)
 
     d = Limits()
     grade = subparsers.add_parser(
         "grade",
-        help="grade a class: SUBMISSIONS/<student>/<NN_slug>.ipynb -> CSV + SQLite gradebook",
+        help="grade a class: SUBMISSIONS/<student>/<NN_slug>.ipynb -> SQLite + CSV gradebook",
     )
     grade.add_argument(
         "submissions",
         type=Path,
         help="folder with one sub-folder per student (or a single NN_slug.ipynb)",
     )
-    grade.add_argument("--out", type=Path, required=True, help="gradebook CSV to write")
+    grade.add_argument(
+        "--out", type=Path, required=True, help="gradebook CSV (rebuilt from the SQLite file)"
+    )
     grade.add_argument("--db", type=Path, default=None, help="SQLite gradebook (OUT.sqlite)")
     grade.add_argument("--source", type=Path, default=None, help="source notebooks (solutions/)")
     grade.add_argument(
@@ -96,6 +122,21 @@ def register(subparsers) -> None:
     )
     grade.add_argument(
         "--output-cap", type=int, default=d.output_cap, help="characters of printed output kept"
+    )
+    grade.add_argument(
+        "--student", default=None, help="the student's name, when grading a single notebook"
+    )
+    grade.add_argument(
+        "--isolation",
+        choices=("auto", "namespaces", "none"),
+        default="auto",
+        help="sandbox each submission in Linux namespaces: auto (where possible, else a "
+        "loudly marked fallback), namespaces (refuse to grade without), none",
+    )
+    grade.add_argument(
+        "--allow-reference",
+        action="store_true",
+        help="do not zero answers that use the course package's reference implementation",
     )
     grade.add_argument("--quiet", action="store_true", help="no progress bar")
     grade.set_defaults(func=_grade)

@@ -1,27 +1,67 @@
-"""Grade a whole class: ``SUBMISSIONS/<student>/<NN_slug>.ipynb`` -> CSV + SQLite gradebook.
+"""Grade a whole class: ``SUBMISSIONS/<student>/<NN_slug>.ipynb`` -> SQLite + CSV gradebook.
 
-For each submission the graded notebook is rebuilt from the source (set-up cells and test
-cells, hidden tests included) and the student's answer cells, matched by ``grade_id``
-(:func:`pecourse.exercises.notebook.assemble_graded`). It then runs in its own process
-(:mod:`pecourse.exercises._runner`) in a temporary working directory, with a per-cell time
-limit, a wall-clock limit for the whole submission (the process group is killed), a memory
-limit (``RLIMIT_AS``) and a cap on printed output. Each test cell is one part, scored
+Threat model
+------------
+The student's code is hostile. Whatever a notebook does, it must not be able to raise its
+own grade, lower anyone else's, read the hidden tests or the solutions, or change anything
+outside its own scratch directory; the instructor's files, the gradebook and the grader
+are out of its reach, and nothing it starts outlives its job. How:
+
+* **The verdict is computed outside the student's process.** Each submission runs as two
+  processes (:mod:`pecourse.exercises._runner`): the *student's* process runs the set-up,
+  answer and added cells and only evaluates the student's functions on the inputs it is
+  sent; the *judge* runs the test cells, hidden tests included, in its own interpreter,
+  computes the expected values there (from the source notebook and the course package)
+  and compares. Between them pass only plain data (JSON and safetensors,
+  :mod:`pecourse.exercises.wire`), so patching ``torch.allclose``, builtins or
+  ``pecourse`` in the notebook, wrapping the cell runner, or inspecting the caller's frame
+  reaches nothing that decides a grade; a "forged" reply is just the value a function
+  returned. The hidden tests never enter the student's process (only the inputs they
+  pass to the student's functions do).
+* **The student's process is sandboxed** (:mod:`pecourse.exercises.sandbox`): its own
+  user, PID, mount, network, IPC and UTS namespaces, a read-only root that holds only the
+  Python installation, a private tmpfs home and ``/tmp``, a fresh unprivileged uid per
+  job when the grader is root, no capabilities, ``no_new_privs``, limits on memory,
+  processes, file size, time and output. ``solutions/``, the course package (the
+  reference implementations: see :mod:`pecourse.exercises.policy`), the submissions, the
+  gradebook, other jobs and the grader's processes do not exist in it; when its PID 1
+  dies the kernel kills every process it started, ``setsid`` or not.
+* **The gradebook is written only by the grader**, after the jobs ended; the CSV is
+  rebuilt from the SQLite file each time, and fields that a spreadsheet would read as a
+  formula (``=``, ``+``, ``-``, ``@``) are escaped.
+
+Where the machine refuses namespaces (no unprivileged user namespaces, a container
+without them, a non-Linux OS) the grader falls back to a new session, a fresh uid when it
+runs as root, the same limits and a subreaper that kills every descendant at the end. It
+then says so on the terminal and in every gradebook row (``isolation`` column): in that
+mode a notebook can read what its uid can read, ``solutions/`` included, and without root
+it can signal the grader. The verdicts are still computed outside the student's process.
+
+Out of scope: kernel exploits and side channels, CPU time stolen from other jobs while a
+job runs, and an instructor who grades with ``--isolation none`` or ``--allow-reference``.
+
+Scoring
+-------
+For each submission the graded notebook is rebuilt from the source (set-up and test cells,
+hidden tests included) and the student's code cells (answers matched by ``grade_id``, the
+last copy if duplicated; added cells where they stand:
+:func:`pecourse.exercises.notebook.assemble_graded`). Each test cell is one part, scored
 all-or-nothing; a part that fails gets zero and a ``reason`` (the assertion message, the
-error, the limit that was hit). A broken or hostile submission costs only its own parts:
-the batch goes on.
+error, the limit that was hit, an earlier part it depends on). A broken or hostile
+submission costs only its own parts: the batch goes on.
 
-Output: one CSV row per student, exercise and part (``student,exercise,part,points,
-max_points,reason``), the same rows in a SQLite file next to the CSV (table ``grades``),
-and a class summary (mean score per exercise, pass rate per part).
+Output: one row per student, exercise and part (``student, exercise, part, points,
+max_points, reason, isolation``) in a SQLite file (table ``grades``; re-grading a
+student's exercise replaces its rows), the CSV rebuilt from it, and a class summary.
 """
 
 from __future__ import annotations
 
 import csv
+import difflib
 import json
 import os
 import re
-import shutil
 import signal
 import sqlite3
 import subprocess
@@ -36,7 +76,16 @@ from pathlib import Path
 import nbformat
 
 from ..course import REPO_ROOT
-from .notebook import GradedNotebook, Part, assemble_graded, parts, read_notebook, source_notebooks
+from .notebook import (
+    GradedNotebook,
+    Part,
+    answer_names,
+    assemble_graded,
+    parts,
+    read_notebook,
+    source_notebooks,
+)
+from .policy import POLICY_REASON, reference_uses
 
 __all__ = [
     "Limits",
@@ -44,16 +93,26 @@ __all__ = [
     "grade_submission",
     "grade_class",
     "find_submissions",
+    "scan_class",
     "write_csv",
     "write_sqlite",
+    "read_sqlite",
+    "export_csv",
     "summarize",
     "CSV_COLUMNS",
+    "IsolationUnavailable",
 ]
 
-CSV_COLUMNS = ("student", "exercise", "part", "points", "max_points", "reason")
+CSV_COLUMNS = ("student", "exercise", "part", "points", "max_points", "reason", "isolation")
 MAX_RESULT_BYTES = 4 * 1024 * 1024
 _ADDRESS = re.compile(r"0x[0-9a-fA-F]{6,}")
-SERVER_DIED = "the grading server died while running this notebook (did it kill its parent?)"
+SERVER_DIED = "the grading server died while running this notebook"
+NOT_ISOLATED = "none: NOT ISOLATED"
+_FORMULA = ("=", "+", "-", "@", "\t", "\r")
+
+
+class IsolationUnavailable(ValueError):
+    """``--isolation namespaces`` was asked for and the machine cannot provide it."""
 
 
 @dataclass(frozen=True)
@@ -79,23 +138,32 @@ class Row:
     points: float
     max_points: float
     reason: str
+    isolation: str = ""
 
     def csv_fields(self) -> list[str]:
         return [
-            self.student,
-            self.exercise,
-            self.part,
+            _cell(self.student),
+            _cell(self.exercise),
+            _cell(self.part),
             f"{self.points:g}",
             f"{self.max_points:g}",
-            self.reason,
+            _cell(self.reason),
+            _cell(self.isolation),
         ]
 
 
-def _zero_rows(student: str, exercise: str, graded_parts: list[Part], reason: str) -> list[Row]:
-    return [Row(student, exercise, p.grade_id, 0.0, p.points, reason) for p in graded_parts]
+def _cell(text: str) -> str:
+    """A CSV field a spreadsheet shows as text: formula starters get a leading quote."""
+    return "'" + text if text.startswith(_FORMULA) else text
 
 
-def _child_env(tmp: Path) -> dict[str, str]:
+def _zero_rows(student, exercise, graded_parts: list[Part], reason: str, isolation="") -> list[Row]:
+    return [
+        Row(student, exercise, p.grade_id, 0.0, p.points, reason, isolation) for p in graded_parts
+    ]
+
+
+def _child_env() -> dict[str, str]:
     env = dict(os.environ)
     env.update(
         {
@@ -116,13 +184,21 @@ def _child_env(tmp: Path) -> dict[str, str]:
 class ForkServer:
     """The parent's side of :func:`pecourse.exercises._runner.serve` (one per batch).
 
-    Thread-safe: the grading threads share it. If the server dies (a notebook could kill
-    its parent), the jobs it was running end with exit code ``None`` and their process
-    groups are killed; the next job starts a fresh server.
+    ``isolation``: ``"auto"`` (namespaces where the machine allows them, else the fallback),
+    ``"namespaces"`` (refuse to grade without them) or ``"none"``. ``protected``: paths the
+    sandbox must hide even if they lie under a directory it binds. After start, ``level``
+    is ``"namespaces"`` or ``"none"`` and ``detail`` says why.
+
+    Thread-safe: the grading threads share it. If the server dies, the jobs it was running
+    end with exit code ``None``; the next job starts a fresh server.
     """
 
-    def __init__(self, tmp: Path):
+    def __init__(self, tmp: Path, isolation: str = "auto", protected: list[str] = ()):
+        if isolation not in ("auto", "namespaces", "none"):
+            raise ValueError(f"isolation must be 'auto', 'namespaces' or 'none', got {isolation!r}")
         self.tmp = tmp
+        self.isolation = isolation
+        self.protected = [str(p) for p in protected]
         self._lock = threading.Lock()  # the maps below and writes to the server
         self._start_lock = threading.Lock()
         self._exits: dict[str, int | None] = {}
@@ -135,9 +211,16 @@ class ForkServer:
 
     def _start(self) -> None:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "pecourse.exercises._runner", "--serve"],
+            [
+                sys.executable,
+                "-m",
+                "pecourse.exercises._runner",
+                "--serve",
+                self.isolation,
+                *self.protected,
+            ],
             cwd=self.tmp,
-            env=_child_env(self.tmp),
+            env=_child_env(),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
@@ -145,11 +228,17 @@ class ForkServer:
             text=True,
             bufsize=1,
         )
-        ready = proc.stdout.readline().strip()
-        if ready != "READY":
+        first = proc.stdout.readline().strip()
+        word, _, rest = first.partition(" ")
+        if word != "READY":
             _kill_group(proc.pid)
             proc.wait()
-            raise RuntimeError(f"the grading server did not start (said {ready!r})")
+            if word == "REFUSED":
+                raise IsolationUnavailable(
+                    f"isolation 'namespaces' is not available on this machine: {rest}"
+                )
+            raise RuntimeError(f"the grading server did not start (said {first!r})")
+        self.level, _, self.detail = rest.partition(" ")
         self.proc = proc
         threading.Thread(target=self._read, args=(proc,), daemon=True).start()
 
@@ -217,6 +306,10 @@ class ForkServer:
             _kill_group(proc.pid)
             proc.wait()
 
+    @property
+    def isolation_label(self) -> str:
+        return self.level if self.level != "none" else NOT_ISOLATED
+
 
 def _kill_group(pid: int) -> None:
     try:
@@ -226,36 +319,43 @@ def _kill_group(pid: int) -> None:
 
 
 def _run(
-    graded: GradedNotebook, limits: Limits, server: ForkServer, name: str, text: str
+    graded: GradedNotebook,
+    limits: Limits,
+    server: ForkServer,
+    name: str,
+    text: str,
+    allow_reference: bool,
 ) -> tuple[list[dict], str | None]:
-    """Run the cells in a process of their own; return its cell records and why it stopped.
-
-    The working directory holds a copy of the submission (``name``), as nbgrader's does.
-    """
+    """Run the cells (student's process + judge); return the judge's records and why it
+    stopped early (None if it did not)."""
     with tempfile.TemporaryDirectory(prefix="pecourse-grade-") as tmp_name:
         tmp = Path(tmp_name)
-        work = tmp / "work"
-        work.mkdir()
-        (work / name).write_text(text, encoding="utf-8")
+        (tmp / "work").mkdir()
+        (tmp / "scratch").mkdir()
+        # Searchable, not listable: the fallback's job uid must reach its own two folders;
+        # the job file (already deleted when the job starts) and the results are 0600.
+        tmp.chmod(0o711)
         job = tmp / "job.json"
         result = tmp / "result.jsonl"
         job.write_text(
             json.dumps(
                 {
                     "cells": graded.cells,
+                    "answer_names": graded.answer_names,
                     "cell_timeout": limits.cell_timeout,
                     "memory_mb": limits.memory_mb,
                     "output_cap": limits.output_cap,
                     "result": str(result),
-                    "workdir": str(work),
-                    "env": {
-                        "IPYTHONDIR": str(tmp / "ipython"),
-                        "PECOURSE_DATA_DIR": str(tmp / "data"),
-                    },
+                    "workdir": str(tmp / "work"),
+                    "scratch": str(tmp / "scratch"),
+                    "notebook": [name, text],
+                    "protected": server.protected + [str(tmp)],
+                    "allow_reference": allow_reference,
                 }
             ),
             encoding="utf-8",
         )
+        job.chmod(0o600)
         code, timed_out = server.run(job, limits.wall_clock)
         stopped = None
         if timed_out:
@@ -271,35 +371,99 @@ def _run(
                     break
         for r in records:  # keep the gradebook deterministic: no temporary paths or addresses
             if r.get("error"):
-                error = r["error"].replace(os.path.realpath(tmp), "<tmp>")
-                r["error"] = _ADDRESS.sub("0x…", error.replace(str(tmp), "<tmp>"))
+                error = r["error"]
+                for path in (os.path.realpath(tmp / "work"), str(tmp / "work"), "/home/student"):
+                    error = error.replace(path, "<work>")
+                for path in (os.path.realpath(tmp), str(tmp)):
+                    error = error.replace(path, "<tmp>")
+                r["error"] = _ADDRESS.sub("0x…", error)
+        failed = next((r["judge_error"] for r in records if "judge_error" in r), None)
+        if stopped is None and failed:
+            stopped = f"the grader could not run this notebook: {failed}"
         if stopped is None and not any(r.get("done") for r in records):
             if code is None:
                 stopped = SERVER_DIED
             else:
                 how = f"killed by signal {-code}" if code < 0 else f"exit code {code}"
-                stopped = (
-                    f"the notebook ended its grading process ({how}): os._exit, a crash "
-                    "or the memory limit"
-                )
+                stopped = f"the grading process ended early ({how})"
         return records, stopped
 
 
-def _run_retrying(graded, limits, server, exercise, text):
-    """:func:`_run`; if the server died under the job, once more on a server of its own.
-
-    The death may not be this job's fault (another notebook may have killed the shared
-    server), so the job is retried alone, where only its own behaviour can end it.
-    """
-    records, stopped = _run(graded, limits, server, f"{exercise}.ipynb", text)
+def _run_retrying(graded, limits, server, exercise, text, allow_reference):
+    """:func:`_run`; if the server died under the job, once more on a server of its own."""
+    records, stopped = _run(graded, limits, server, f"{exercise}.ipynb", text, allow_reference)
     if stopped == SERVER_DIED:
         with tempfile.TemporaryDirectory(prefix="pecourse-server-") as tmp:
-            private = ForkServer(Path(tmp))
+            private = ForkServer(Path(tmp), server.isolation, server.protected)
             try:
-                records, stopped = _run(graded, limits, private, f"{exercise}.ipynb", text)
+                records, stopped = _run(
+                    graded, limits, private, f"{exercise}.ipynb", text, allow_reference
+                )
             finally:
                 private.close()
     return records, stopped
+
+
+def _names_in(source: str) -> set[str]:
+    import ast
+
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError):
+        return set()
+    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+
+
+def _policy_parts(graded: GradedNotebook) -> dict[str, str]:
+    """Parts that score 0 under the reference-implementation policy, with the reason."""
+    found: dict[str, str] = {}
+    for i, (source, _, kind) in enumerate(graded.cells):
+        if kind not in ("answer", "added"):
+            continue
+        uses = reference_uses(source)
+        if not uses:
+            continue
+        reason = POLICY_REASON.format(what=", ".join(uses))
+        for _, gid, later_kind in graded.cells[i + 1 :]:
+            if later_kind == "answer":
+                break
+            if later_kind == "test":
+                found.setdefault(gid, reason)
+    return found
+
+
+def _dependency_notes(graded: GradedNotebook, failed: set[str]) -> dict[str, list[str]]:
+    """For each failed part: the other answers it relies on whose own parts failed."""
+    defined: dict[str, str] = {}  # name -> answer grade_id that defines it in the source
+    answer_code: dict[str, str] = {}
+    tests: dict[str, str] = {}
+    for source, gid, kind in graded.cells:
+        if kind == "answer":
+            answer_code[gid] = source
+        elif kind == "test":
+            tests[gid] = source
+    owner_parts: dict[str, list[str]] = {}
+    for part, ans in graded.owner.items():
+        owner_parts.setdefault(ans, []).append(part)
+    # which answer cell defines which name: from the source's answer names, per cell
+    for gid, code in answer_code.items():
+        for name in answer_names([code]):
+            defined.setdefault(name, gid)
+    notes: dict[str, list[str]] = {}
+    for part in failed:
+        own = graded.owner.get(part)
+        used = _names_in(tests.get(part, "")) | _names_in(answer_code.get(own, ""))
+        for name in sorted(used):
+            dep = defined.get(name)
+            if dep is None or dep == own:
+                continue
+            bad = [p for p in owner_parts.get(dep, []) if p in failed]
+            if bad:
+                notes.setdefault(part, []).append(
+                    f"this part uses {name} (answer cell {dep}), whose part {', '.join(bad)} "
+                    "failed too: fix that one first"
+                )
+    return notes
 
 
 def grade_submission(
@@ -309,14 +473,21 @@ def grade_submission(
     submission: Path | None,
     limits: Limits = Limits(),
     server: ForkServer | None = None,
+    *,
+    allow_reference: bool = False,
+    missing_note: str = "",
+    isolation: str = "auto",
 ) -> list[Row]:
     """Grade one student's notebook for one exercise; never raises for a bad submission.
 
-    ``server``: a running :class:`ForkServer` (one is started for this call if omitted).
+    ``server``: a running :class:`ForkServer` (one is started for this call if omitted, with
+    ``isolation``).
     """
     graded_parts = parts(source_nb)
+    label = server.isolation_label if server is not None else ""
     if submission is None:
-        return _zero_rows(student, exercise, graded_parts, "no submission")
+        reason = "no submission" + (f" ({missing_note})" if missing_note else "")
+        return _zero_rows(student, exercise, graded_parts, reason, label)
     try:
         text = Path(submission).read_text(encoding="utf-8", errors="replace")
         nb = nbformat.reads(text, as_version=4)
@@ -325,24 +496,32 @@ def grade_submission(
         graded = assemble_graded(source_nb, nb)
     except Exception as exc:  # noqa: BLE001 - any unreadable file is the submission's fault
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        return _zero_rows(student, exercise, graded_parts, f"not a valid notebook ({first[:200]})")
+        return _zero_rows(
+            student, exercise, graded_parts, f"not a valid notebook ({first[:200]})", label
+        )
 
     if server is None:
         with tempfile.TemporaryDirectory(prefix="pecourse-server-") as tmp:
-            server = ForkServer(Path(tmp))
+            server = ForkServer(Path(tmp), isolation, _protected_defaults())
             try:
-                records, stopped = _run_retrying(graded, limits, server, exercise, text)
+                records, stopped = _run_retrying(
+                    graded, limits, server, exercise, text, allow_reference
+                )
             finally:
                 server.close()
     else:
-        records, stopped = _run_retrying(graded, limits, server, exercise, text)
+        records, stopped = _run_retrying(graded, limits, server, exercise, text, allow_reference)
+    label = server.isolation_label
+    policy = {} if allow_reference else _policy_parts(graded)
     by_part = {r["grade_id"]: r for r in records if r.get("kind") == "test"}
-    # Answer cells that raised (other than the untouched stub): a failing part that comes
-    # after one is most likely failing because of it, so the reason says so.
-    broken_answers = [
-        (r["index"], r["grade_id"], r["error"])
+    # Code cells that raised (other than the untouched stub): a failing part after one is
+    # most likely failing because of it, so the reason says so.
+    broken = [
+        (r["index"], r["grade_id"] or f"added cell {r['index']}", r["error"])
         for r in records
-        if r.get("kind") == "answer" and not r["ok"] and "NotImplementedError" not in r["error"]
+        if r.get("kind") in ("answer", "added")
+        and not r["ok"]
+        and "NotImplementedError" not in (r["error"] or "")
     ]
     printed = sum(r.get("printed", 0) for r in records if "index" in r)
     general = []
@@ -354,40 +533,104 @@ def grade_submission(
     if not records:
         general.append("the grading process did not start")
 
+    passed = {}
+    for p in graded_parts:
+        record = by_part.get(p.grade_id)
+        passed[p.grade_id] = bool(record and record["ok"]) and p.grade_id not in policy
+    depends = _dependency_notes(graded, {g for g, ok in passed.items() if not ok})
     rows = []
     for p in graded_parts:
         notes = list(graded.notes.get(p.grade_id, ()))
         record = by_part.get(p.grade_id)
-        if record is None:
+        ok = passed[p.grade_id]
+        if p.grade_id in policy:
+            reason = policy[p.grade_id]
+        elif record is None:
             reason = stopped or "not run"
-            ok = False
         else:
-            ok = bool(record["ok"])
             reason = "" if ok else (record.get("error") or "failed")
-            if not ok:
-                notes += [
-                    f"answer cell {gid} failed earlier: {error}"
-                    for index, gid, error in broken_answers
-                    if index < record["index"]
-                ]
-        text = "; ".join(x for x in [reason, *notes, *general] if x)
-        rows.append(Row(student, exercise, p.grade_id, p.points if ok else 0.0, p.points, text))
+        if not ok and record is not None:
+            notes += [
+                f"{gid if gid.startswith('added') else 'answer cell ' + gid} failed earlier: {error}"
+                for index, gid, error in broken
+                if index < record["index"]
+            ]
+            notes += depends.get(p.grade_id, [])
+        reason_text = "; ".join(x for x in [reason, *notes, *general] if x)
+        rows.append(
+            Row(
+                student, exercise, p.grade_id, p.points if ok else 0.0, p.points, reason_text, label
+            )
+        )
     return rows
 
 
-def find_submissions(submissions_dir: Path, exercise: str) -> dict[str, Path | None]:
-    """``{student: notebook}`` for one exercise: ``<student>/<exercise>.ipynb``, or nbgrader's
-    ``<student>/<exercise>/<exercise>.ipynb``; ``None`` where a student has no such file."""
-    found: dict[str, Path | None] = {}
+def _protected_defaults() -> list[str]:
+    return [str(REPO_ROOT), str(REPO_ROOT / "solutions")]
+
+
+def scan_class(
+    submissions_dir: Path, exercises: list[str]
+) -> tuple[dict[str, dict[str, Path | None]], dict[str, list[str]]]:
+    """``({exercise: {student: notebook or None}}, {student: [misnamed files]})``.
+
+    A notebook is ``<student>/<exercise>.ipynb`` or nbgrader's
+    ``<student>/<exercise>/<exercise>.ipynb``; any other ``.ipynb`` in a student's folder
+    is reported as misnamed (checkpoints excluded).
+    """
+    found: dict[str, dict[str, Path | None]] = {e: {} for e in exercises}
+    stray: dict[str, list[str]] = {}
     for student_dir in sorted(p for p in Path(submissions_dir).iterdir() if p.is_dir()):
         if student_dir.name.startswith("."):
             continue
-        candidates = [
-            student_dir / f"{exercise}.ipynb",
-            student_dir / exercise / f"{exercise}.ipynb",
+        matched = set()
+        for exercise in exercises:
+            candidates = [
+                student_dir / f"{exercise}.ipynb",
+                student_dir / exercise / f"{exercise}.ipynb",
+            ]
+            hit = next((c for c in candidates if c.is_file()), None)
+            found[exercise][student_dir.name] = hit
+            if hit is not None:
+                matched.add(hit.resolve())
+        others = [
+            p
+            for p in sorted(student_dir.rglob("*.ipynb"))
+            if p.resolve() not in matched and ".ipynb_checkpoints" not in p.parts
         ]
-        found[student_dir.name] = next((c for c in candidates if c.is_file()), None)
-    return found
+        if others:
+            stray[student_dir.name] = [str(p.relative_to(student_dir)) for p in others]
+    return found, stray
+
+
+def find_submissions(submissions_dir: Path, exercise: str) -> dict[str, Path | None]:
+    """``{student: notebook}`` for one exercise (``None`` where a student has no such file)."""
+    return scan_class(submissions_dir, [exercise])[0][exercise]
+
+
+def _guess(exercise: str, files: list[str]) -> str | None:
+    """The misnamed file that most likely is ``exercise`` (same number or close name)."""
+    number = exercise.split("_", 1)[0]
+    stems = {f: Path(f).stem for f in files}
+    for f, stem in stems.items():
+        if re.match(rf"^0*{int(number)}(\D|$)", stem) or exercise in stem:
+            return f
+    close = difflib.get_close_matches(exercise, list(stems.values()), n=1, cutoff=0.75)
+    return next((f for f, s in stems.items() if close and s == close[0]), None)
+
+
+def isolation_warning(server: ForkServer) -> str | None:
+    """The terminal's warning when submissions run without namespaces (None otherwise)."""
+    if server.level != "none":
+        return None
+    return (
+        "WARNING: submissions are NOT isolated from this machine "
+        f"({server.detail}). A hostile notebook can read what its uid can read "
+        "(solutions/ included) and, without root, signal the grader. Verdicts are still "
+        "computed outside the notebook's process; every gradebook row is marked "
+        f"'{NOT_ISOLATED}'. Grade as root on Linux, or enable unprivileged user namespaces "
+        "(sysctl kernel.unprivileged_userns_clone=1), to isolate."
+    )
 
 
 def grade_class(
@@ -398,11 +641,16 @@ def grade_class(
     limits: Limits = Limits(),
     jobs: int = 1,
     progress: bool = True,
+    isolation: str = "auto",
+    allow_reference: bool = False,
+    protected: list[str] = (),
 ) -> list[Row]:
     """Grade every submission under ``submissions_dir``; rows sorted by student, exercise, part.
 
     ``exercises`` (slugs) defaults to every exercise that at least one student submitted;
-    a student who lacks one of them gets zero with the reason ``no submission``.
+    a student who lacks one of them gets zero with the reason ``no submission`` (naming a
+    misnamed file that is probably it). ``isolation`` and ``allow_reference``: see
+    :class:`ForkServer` and :mod:`pecourse.exercises.policy`.
     """
     from tqdm.auto import tqdm
 
@@ -413,36 +661,68 @@ def grade_class(
     if not sources:
         raise ValueError(f"no exercise sources found in {source_dir!r}")
     if exercises is None:
-        per_exercise = {name: find_submissions(submissions_dir, name) for name in sources}
+        per_exercise, stray = scan_class(submissions_dir, list(sources))
         exercises = [n for n, found in per_exercise.items() if any(found.values())]
+        per_exercise = {n: per_exercise[n] for n in exercises}
     else:
         unknown = [e for e in exercises if e not in sources]
         if unknown:
             raise ValueError(f"unknown exercise(s) {unknown}; known: {sorted(sources)}")
-        per_exercise = {name: find_submissions(submissions_dir, name) for name in exercises}
+        per_exercise, stray = scan_class(submissions_dir, list(sources))
+        per_exercise = {n: per_exercise[n] for n in exercises}
+    for student, files in stray.items():
+        print(
+            f"pecourse grade: {student}: misnamed notebook(s) not graded: {', '.join(files)} "
+            f"(name each NN_slug.ipynb, one of {', '.join(sorted(sources))[:60]}...)",
+            file=sys.stderr,
+        )
 
     tasks = []
     source_nbs = {name: read_notebook(sources[name]) for name in exercises}
     for name in exercises:
         for student, path in per_exercise[name].items():
             tasks.append((student, name, path))
+    work = [t for t in tasks if t[2] is not None]
 
     results: dict[tuple[str, str], list[Row]] = {}
-    bar = tqdm(total=len(tasks), desc="grading", unit="notebook", disable=not progress)
-    with tempfile.TemporaryDirectory(prefix="pecourse-server-") as tmp:
-        server = ForkServer(Path(tmp))
-        try:
-            with ThreadPoolExecutor(max_workers=max(1, int(jobs))) as pool:
-                futures = {
-                    pool.submit(grade_submission, s, e, source_nbs[e], p, limits, server): (s, e)
-                    for s, e, p in tasks
-                }
-                for future in as_completed(futures):
-                    results[futures[future]] = future.result()
-                    bar.update(1)
-        finally:
-            server.close()
-            bar.close()
+    for student, name, path in tasks:
+        if path is None:
+            guess = _guess(name, stray.get(student, []))
+            note = f"found {guess!r}: rename it to {name}.ipynb" if guess else ""
+            results[(student, name)] = grade_submission(
+                student, name, source_nbs[name], None, limits, missing_note=note
+            )
+    if work:  # the progress bar counts notebooks to run, not folders
+        protected = list(protected) + _protected_defaults() + [str(submissions_dir)]
+        if source_dir is not None:
+            protected.append(str(source_dir))
+        with tempfile.TemporaryDirectory(prefix="pecourse-server-") as tmp:
+            server = ForkServer(Path(tmp), isolation, protected)
+            warning = isolation_warning(server)
+            if warning:
+                print(f"pecourse grade: {warning}", file=sys.stderr)
+            bar = tqdm(total=len(work), desc="grading", unit="notebook", disable=not progress)
+            try:
+                with ThreadPoolExecutor(max_workers=max(1, int(jobs))) as pool:
+                    futures = {
+                        pool.submit(
+                            grade_submission,
+                            s,
+                            e,
+                            source_nbs[e],
+                            p,
+                            limits,
+                            server,
+                            allow_reference=allow_reference,
+                        ): (s, e)
+                        for s, e, p in work
+                    }
+                    for future in as_completed(futures):
+                        results[futures[future]] = future.result()
+                        bar.update(1)
+            finally:
+                server.close()
+                bar.close()
     order = {name: i for i, name in enumerate(sorted(exercises))}
     rows = []
     for key in sorted(results, key=lambda k: (k[0], order[k[1]])):
@@ -450,33 +730,77 @@ def grade_class(
     return rows
 
 
+# --------------------------------------------------------------------------- gradebook
+
+
 def write_csv(rows: list[Row], path: str | Path) -> None:
+    """Write ``rows`` as CSV; text fields that start like a formula are escaped."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", newline="", encoding="utf-8") as f:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", newline="", encoding="utf-8") as f:
         writer = csv.writer(f)
         writer.writerow(CSV_COLUMNS)
         writer.writerows(r.csv_fields() for r in rows)
+    os.replace(tmp, path)  # a reader never sees half a gradebook
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    db = sqlite3.connect(path)
+    db.execute(
+        "CREATE TABLE IF NOT EXISTS grades (student TEXT NOT NULL, exercise TEXT NOT NULL, "
+        "part TEXT NOT NULL, points REAL NOT NULL, max_points REAL NOT NULL, "
+        "reason TEXT NOT NULL, isolation TEXT NOT NULL DEFAULT '', "
+        "PRIMARY KEY (student, exercise, part))"
+    )
+    columns = {row[1] for row in db.execute("PRAGMA table_info(grades)")}
+    if "isolation" not in columns:  # a gradebook written before the column existed
+        db.execute("ALTER TABLE grades ADD COLUMN isolation TEXT NOT NULL DEFAULT ''")
+    return db
 
 
 def write_sqlite(rows: list[Row], path: str | Path) -> None:
     """Store rows in table ``grades``; a regraded (student, exercise) replaces its old rows."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with sqlite3.connect(path) as db:
-        db.execute(
-            "CREATE TABLE IF NOT EXISTS grades (student TEXT NOT NULL, exercise TEXT NOT NULL, "
-            "part TEXT NOT NULL, points REAL NOT NULL, max_points REAL NOT NULL, "
-            "reason TEXT NOT NULL, PRIMARY KEY (student, exercise, part))"
-        )
-        for student, exercise in sorted({(r.student, r.exercise) for r in rows}):
-            db.execute("DELETE FROM grades WHERE student = ? AND exercise = ?", (student, exercise))
-        db.executemany(
-            "INSERT INTO grades VALUES (?, ?, ?, ?, ?, ?)",
-            [(r.student, r.exercise, r.part, r.points, r.max_points, r.reason) for r in rows],
-        )
-    # ``with`` commits but does not close.
-    db.close()
+    db = _connect(path)
+    try:
+        with db:
+            for student, exercise in sorted({(r.student, r.exercise) for r in rows}):
+                db.execute(
+                    "DELETE FROM grades WHERE student = ? AND exercise = ?", (student, exercise)
+                )
+            db.executemany(
+                "INSERT INTO grades VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (r.student, r.exercise, r.part, r.points, r.max_points, r.reason, r.isolation)
+                    for r in rows
+                ],
+            )
+    finally:
+        db.close()
+
+
+def read_sqlite(path: str | Path) -> list[Row]:
+    """Every row of the gradebook, by student, exercise and part order."""
+    db = _connect(Path(path))
+    try:
+        return [
+            Row(*r)
+            for r in db.execute(
+                "SELECT student, exercise, part, points, max_points, reason, isolation "
+                "FROM grades ORDER BY student, exercise, rowid"
+            )
+        ]
+    finally:
+        db.close()
+
+
+def export_csv(db_path: str | Path, csv_path: str | Path) -> list[Row]:
+    """Rebuild the CSV from the whole SQLite gradebook (every exercise ever graded)."""
+    rows = read_sqlite(db_path)
+    write_csv(rows, csv_path)
+    return rows
 
 
 def summarize(rows: list[Row]) -> str:
@@ -505,7 +829,7 @@ def summarize(rows: list[Row]) -> str:
 
 
 def main_grade(args) -> int:
-    """``pecourse grade``: grade, write the CSV and the SQLite gradebook, print the summary."""
+    """``pecourse grade``: grade, update the SQLite gradebook, rebuild the CSV, summarize."""
     limits = Limits(
         cell_timeout=args.cell_timeout,
         wall_clock=args.timeout,
@@ -514,14 +838,26 @@ def main_grade(args) -> int:
     )
     start = time.monotonic()
     submissions = Path(args.submissions)
+    out = Path(args.out)
+    db_path = Path(args.db) if args.db else out.with_suffix(".sqlite")
     single = None
     if submissions.is_file():
-        # One notebook: grade it as the only submission of a class of one.
+        # One notebook: grade it as the only submission of a class of one, named by --student.
+        if not args.student:
+            print(
+                "pecourse grade: grading a single notebook needs --student NAME "
+                "(the name its gradebook rows get)",
+                file=sys.stderr,
+            )
+            return 2
         single = tempfile.TemporaryDirectory(prefix="pecourse-single-")
-        folder = Path(single.name) / "student"
+        folder = Path(single.name) / args.student
         folder.mkdir()
-        shutil.copy(submissions, folder / submissions.name)
+        (folder / submissions.name).write_bytes(submissions.read_bytes())
         submissions = Path(single.name)
+    elif args.student:
+        print("pecourse grade: --student is for grading a single notebook", file=sys.stderr)
+        return 2
     try:
         rows = grade_class(
             submissions,
@@ -530,6 +866,9 @@ def main_grade(args) -> int:
             limits=limits,
             jobs=args.jobs,
             progress=not args.quiet,
+            isolation=args.isolation,
+            allow_reference=args.allow_reference,
+            protected=[str(out.resolve().parent), str(db_path.resolve().parent)],
         )
     except ValueError as exc:
         print(f"pecourse grade: {exc}", file=sys.stderr)
@@ -537,10 +876,16 @@ def main_grade(args) -> int:
     finally:
         if single is not None:
             single.cleanup()
-    out = Path(args.out)
-    db_path = Path(args.db) if args.db else out.with_suffix(".sqlite")
-    write_csv(rows, out)
     write_sqlite(rows, db_path)
+    everything = export_csv(db_path, out)
     print(summarize(rows))
-    print(f"wrote {out} and {db_path} ({len(rows)} rows, {time.monotonic() - start:.1f} s)")
+    print(
+        f"wrote {db_path} and rebuilt {out} from it ({len(rows)} rows graded now, "
+        f"{len(everything)} in the gradebook, {time.monotonic() - start:.1f} s)"
+    )
+    if any(r.isolation == NOT_ISOLATED for r in rows):
+        print(
+            f"WARNING: these grades were computed WITHOUT isolation ('{NOT_ISOLATED}').",
+            file=sys.stderr,
+        )
     return 0

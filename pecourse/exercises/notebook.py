@@ -18,6 +18,7 @@ the two tools hand out the same notebook.
 
 from __future__ import annotations
 
+import ast
 import copy
 import re
 from dataclasses import dataclass, field
@@ -48,6 +49,7 @@ __all__ = [
     "build_all",
     "stale_exercises",
     "assemble_graded",
+    "answer_names",
 ]
 
 BEGIN_SOLUTION = "### BEGIN SOLUTION"
@@ -232,47 +234,72 @@ def stale_exercises(source_dir: Path | None = None, out_dir: Path | None = None)
 class GradedNotebook:
     """The code to run for one submission, and what is known before running it.
 
-    ``cells`` are ``(source, grade_id or None, kind)`` in order, ``kind`` being ``"answer"``,
-    ``"test"`` (a part) or ``"setup"`` (anything else); ``notes`` maps a part's
+    ``cells`` are ``(source, grade_id or None, kind)`` in order, ``kind`` being ``"setup"``
+    (locked code from the source), ``"answer"`` (the student's answer cell), ``"added"`` (a
+    code cell the student added: run where it stands, as nbgrader and ``check`` run it) or
+    ``"test"`` (a part, from the source, hidden tests included); ``notes`` maps a part's
     grade_id to remarks about the submission (a test cell the student edited or deleted,
-    an answer cell that is missing) that go into the gradebook's ``reason`` column.
+    an answer cell missing or duplicated) that go into the gradebook's ``reason`` column;
+    ``answer_names`` are the names the source's answer cells define (functions, values);
+    ``owner`` maps each part to the answer cell it tests (the last one above it).
     """
 
     cells: list[tuple[str, str | None, str]]
     parts: list[Part]
     notes: dict[str, list[str]] = field(default_factory=dict)
+    answer_names: list[str] = field(default_factory=list)
+    owner: dict[str, str | None] = field(default_factory=dict)
+
+
+def _text(cell) -> str:
+    src = cell.get("source", "")
+    return "".join(src) if isinstance(src, list) else str(src)
 
 
 def assemble_graded(source_nb, submission_nb) -> GradedNotebook:
-    """Rebuild the notebook to grade: the source's cells with the student's answers in.
+    """Rebuild the notebook to grade: the source's cells with the student's code in.
 
-    Every cell except the answer cells comes from the source, hidden tests included, so a
-    student cannot weaken, edit or delete a test to pass. Answer cells are matched by
-    ``grade_id`` (the first cell carrying it); cells the student added are not run. A
-    missing answer cell is replaced by one that raises, and noted against every part.
+    Every locked and test cell comes from the source, hidden tests included, so a student
+    cannot weaken, edit or delete a test to pass. Answer cells are matched by
+    ``grade_id``; if one appears more than once the last copy is graded (and a note says
+    so). Code cells the student added (no ``grade_id`` of the source) run where they
+    stand: after the source cell they follow in the student's notebook. A missing answer
+    cell is replaced by one that raises, and noted against every part.
     """
+    source_ids = {grade_id(c) for c in source_nb.cells if grade_id(c)}
+    answer_ids = {grade_id(c) for c in source_nb.cells if is_answer_cell(c)}
     answers: dict[str, str] = {}
+    copies: dict[str, int] = {}
     submitted: dict[str, str] = {}
+    added: dict[str | None, list[str]] = {}
+    anchor: str | None = None
     for cell in submission_nb.get("cells", []):
-        gid = grade_id(cell)
-        if gid is None or cell.get("cell_type") != "code":
+        if cell.get("cell_type") != "code":
             continue
-        src = cell.get("source", "")
-        if isinstance(src, list):
-            src = "".join(src)
-        if is_answer_cell(cell):
-            answers.setdefault(gid, src)
-        submitted.setdefault(gid, src)
+        gid = grade_id(cell)
+        src = _text(cell)
+        if gid in answer_ids and is_answer_cell(cell):
+            answers[gid] = src  # the last copy wins
+            copies[gid] = copies.get(gid, 0) + 1
+            anchor = gid
+        elif gid in source_ids:
+            submitted.setdefault(gid, src)
+            anchor = gid
+        elif src.strip():
+            added.setdefault(anchor, []).append(src)
 
-    cells: list[tuple[str, str | None, str]] = []
+    cells: list[tuple[str, str | None, str]] = [(src, None, "added") for src in added.get(None, [])]
     notes: dict[str, list[str]] = {}
     missing_answers: list[str] = []
     graded_parts = parts(source_nb)
+    owner: dict[str, str | None] = {}
+    current: str | None = None
     for cell in source_nb.cells:
         if cell.cell_type != "code":
             continue
         gid = grade_id(cell)
         if is_answer_cell(cell):
+            current = gid
             if gid in answers:
                 cells.append((answers[gid], gid, "answer"))
             else:
@@ -285,6 +312,7 @@ def assemble_graded(source_nb, submission_nb) -> GradedNotebook:
                     )
                 )
         elif is_test_cell(cell):
+            owner[gid] = current
             original = strip_hidden_tests(cell.source)
             if gid not in submitted:
                 notes.setdefault(gid, []).append(
@@ -297,8 +325,36 @@ def assemble_graded(source_nb, submission_nb) -> GradedNotebook:
             cells.append((cell.source, gid, "test"))
         else:
             cells.append((cell.source, gid, "setup"))
+        cells.extend((src, None, "added") for src in added.get(gid, []))
+    for gid, n in copies.items():
+        if n > 1:
+            for part, ans in owner.items():
+                if ans == gid:
+                    notes.setdefault(part, []).append(
+                        f"answer cell {gid} appears {n} times; the last copy was graded"
+                    )
     if missing_answers:
         note = "answer cell(s) missing from the submission: " + ", ".join(missing_answers)
         for p in graded_parts:
             notes.setdefault(p.grade_id, []).append(note)
-    return GradedNotebook(cells, graded_parts, notes)
+    names = answer_names([c.source for c in source_nb.cells if is_answer_cell(c)])
+    return GradedNotebook(cells, graded_parts, notes, names, owner)
+
+
+def answer_names(sources: list[str]) -> list[str]:
+    """Top-level names the answer cells of the source define (functions, classes, values)."""
+    names: list[str] = []
+    for source in sources:
+        try:
+            tree = ast.parse(source)
+        except SyntaxError:
+            continue
+        for node in tree.body:
+            targets = []
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                targets = [node.name]
+            elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+                nodes = node.targets if isinstance(node, ast.Assign) else [node.target]
+                targets = [t.id for t in nodes if isinstance(t, ast.Name)]
+            names += [t for t in targets if t not in names]
+    return names

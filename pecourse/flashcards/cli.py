@@ -1,4 +1,4 @@
-"""``pecourse cards``: review in the terminal, statistics, exports and reset."""
+"""``pecourse cards``: review in the terminal, statistics, exports, lint and reset."""
 
 from __future__ import annotations
 
@@ -38,6 +38,16 @@ def register(subparsers) -> None:
     export.add_argument("--concept", type=_concept, help="only this syllabus concept")
     export.set_defaults(func=cmd_export)
 
+    lint = sub.add_parser(
+        "lint",
+        help="check the deck against its writing rules (length, sets, duplicates, numbers)",
+        description="The deck's rules: answers of at most 25 words, no lists or yes/no fronts, "
+        "no duplicates, a source for every card, every stated number covered by a check; "
+        "--numbers also runs the checks (recomputing every number from the package).",
+    )
+    lint.add_argument("--numbers", action="store_true", help="also run every number check")
+    lint.set_defaults(func=cmd_lint)
+
     reset = sub.add_parser("reset", help="forget all review progress")
     reset.add_argument("--yes", action="store_true", help="really delete the progress")
     reset.add_argument("--concept", type=_concept, help="only this syllabus concept")
@@ -67,11 +77,11 @@ def cmd_review(args) -> int:
             print("Nothing to review right now.")
             break
         card = deck[queue[0]]
-        print(f"\n[{card.concept:02d} {card.topic}]\n{card.front}")
+        print(f"\n[{card.concept:02d} {card.topic}]\n{card.question()}")
         try:
             if input("(Enter to show the answer, q to quit) ").strip().lower() == "q":
                 break
-            print(f"\n{card.back}\n")
+            print(f"\n{card.answer()}\n")
             while True:
                 answer = input("Rate 1-4 (q quits): ").strip().lower()
                 if answer in _RATING_NAMES or answer == "q":
@@ -95,7 +105,9 @@ def cmd_stats(args) -> int:
     for number, title in TITLES.items():
         s = store.stats([c.id for c in load_deck(number)], now)
         rows.append((number, title, s))
-    total = store.stats([c.id for c in load_deck()], now)
+    deck_ids = [c.id for c in load_deck()]
+    total = store.stats(deck_ids, now)
+    retired = store.retired(deck_ids)
     if args.json:
         out = {
             "database": str(store.path),
@@ -107,6 +119,7 @@ def cmd_stats(args) -> int:
                 "reviews": total.reviews,
                 "next_due": total.next_due.isoformat() if total.next_due else None,
             },
+            "retired": retired,
             "concepts": {
                 f"{n:02d}_{CONCEPTS[n]}": {
                     "cards": s.total,
@@ -125,6 +138,11 @@ def cmd_stats(args) -> int:
         print(f"{number:02d} {title:<43} {s.total:>5} {s.due:>5} {s.new:>5} {s.learned:>7}")
     print(f"{'all':<46} {total.total:>5} {total.due:>5} {total.new:>5} {total.learned:>7}")
     print(f"reviews logged: {total.reviews}")
+    if retired:
+        print(
+            f"retired cards with history kept (never shown): {len(retired)}, "
+            f"{sum(retired.values())} reviews"
+        )
     if total.next_due is not None:
         print(f"next card due: {total.next_due:%Y-%m-%d %H:%M} UTC")
     return 0
@@ -144,7 +162,28 @@ def cmd_export(args) -> int:
     if args.json:
         print(f"jupytercards JSON: {export_json(args.json, args.concept)}")
     if args.progress:
-        print(f"progress: {ProgressStore().export_json(args.progress)}")
+        deck_ids = [c.id for c in load_deck()]
+        print(f"progress: {ProgressStore().export_json(args.progress, deck_ids)}")
+    return 0
+
+
+def cmd_lint(args) -> int:
+    from .lint import deck_stats, lint_deck
+
+    cards = load_deck()
+    problems = lint_deck(cards)
+    if args.numbers:
+        from .checks import run_checks
+
+        problems += [p for card in cards for p in run_checks(card)]
+    for line in problems:
+        print(line)
+    for line in deck_stats(cards).lines():
+        print(line)
+    if problems:
+        print(f"{len(problems)} problem{'s' * (len(problems) != 1)}", file=sys.stderr)
+        return 1
+    print("deck lint: clean")
     return 0
 
 

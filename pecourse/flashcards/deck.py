@@ -1,14 +1,43 @@
 """The flashcard deck: one JSON file per syllabus concept under ``pecourse/cards/``.
 
-Each file is a plain JSON list of card objects, so jupytercards reads it directly
-(``display_flashcards("pecourse/cards/08_rope.json")``). A card has
+Card format
+-----------
+Each file, ``NN_slug.json`` (the notebook's name), is a JSON list of card objects:
 
-- ``id``: a stable slug (progress and Anki guids are keyed by it; never rename one),
-- ``concept``: the syllabus number (1-16),
-- ``front``, ``back``: Markdown with LaTeX between ``$...$`` (or ``$$...$$``),
-- ``topic``: a short label (jupytercards can filter on it),
-- optionally ``check``: ``{"fn": name, "args": {...}, "value": number}`` for a card that
-  states a number the package can recompute (the tests recompute every one).
+``id`` (required)
+    A stable lowercase-hyphen slug. Review progress and Anki guids are keyed by it: it never
+    changes while the card's fact stays the same, and a card whose fact changes gets a new id.
+    Retired ids are listed in ``pecourse/cards/retired.json`` and are never reused.
+``concept`` (required)
+    The syllabus number, 1-16 (the same as the file's ``NN``).
+``type``
+    ``"basic"`` (the default when absent) or ``"cloze"``.
+``front``, ``back`` (required)
+    Markdown with LaTeX between ``$...$`` or ``$$...$$``. For a basic card, the question and
+    the answer. For a cloze card, ``front`` is the whole text with Anki-style deletions,
+    ``{{c1::hidden text}}`` or ``{{c1::hidden text::hint}}`` (only ``c1``; it may hide several
+    spans at once, and a deletion wraps whole ``$...$`` spans), and ``back`` is an optional
+    extra note shown with the answer (``""`` when there is none).
+``topic`` (required)
+    A short label (jupytercards can filter on it).
+``source`` (required)
+    Where the fact is taught and where it comes from: the chapter section, then the paper,
+    config or code (``"ch. 03 §2; Press et al. 2022, arXiv:2108.12409, §3"``).
+``checks``
+    Number and formula checks (see :mod:`pecourse.flashcards.checks`): how the package
+    recomputes every number the card states.
+``quoted``
+    Numbers the card quotes from its source that no package function computes (a BLEU gain,
+    a paper's reported percentage), written without separators (``"2048"``).
+``long``
+    Why the answer may run past 25 words (a derivation that is one fact).
+
+To render a card: for a basic card show ``front``, then ``back``. For a cloze card, show
+:func:`pecourse.flashcards.cloze.question` of ``front`` (each deletion as ``[…]``, or
+``[hint]``), then :func:`~pecourse.flashcards.cloze.answer` of ``front`` (deletions filled in,
+in bold) followed by ``back``. :meth:`Flashcard.question` and :meth:`Flashcard.answer` do
+exactly that. ``pecourse cards export --json`` writes a jupytercards deck in which cloze
+cards are already turned into question/answer pairs.
 """
 
 from __future__ import annotations
@@ -21,13 +50,17 @@ from typing import Any
 
 from pecourse import course as _course
 
+from . import cloze
+
 # The sixteen syllabus concepts, from the course map (the single source of slugs): file
 # names are ``NN_slug.json``, the same names as the notebooks.
 CONCEPTS: dict[int, str] = {c.number: c.slug.split("_", 1)[1] for c in _course.CONCEPTS}
 TITLES: dict[int, str] = {c.number: c.title for c in _course.CONCEPTS}
 
 DECK_SIZE = 157
-REQUIRED_FIELDS = ("id", "concept", "front", "back", "topic")
+CARD_TYPES = ("basic", "cloze")
+REQUIRED_FIELDS = ("id", "concept", "front", "back", "topic", "source")
+OPTIONAL_FIELDS = ("type", "checks", "quoted", "long")
 _ID_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 
 
@@ -40,18 +73,60 @@ class Flashcard:
     front: str
     back: str
     topic: str
-    check: dict[str, Any] | None = field(default=None, compare=False)
+    source: str = ""
+    type: str = "basic"
+    checks: tuple = field(default=(), compare=False)
+    quoted: tuple = field(default=(), compare=False)
+    long: str | None = field(default=None, compare=False)
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> Flashcard:
+        unknown = set(raw) - set(REQUIRED_FIELDS) - set(OPTIONAL_FIELDS)
+        if unknown:
+            raise ValueError(f"card {raw.get('id')!r} has unknown fields {sorted(unknown)}")
+        missing = [name for name in REQUIRED_FIELDS if name not in raw]
+        if missing:
+            raise ValueError(f"card {raw.get('id')!r} lacks the fields {missing}")
+        data = dict(raw)
+        data["checks"] = tuple(data.get("checks", ()))
+        data["quoted"] = tuple(data.get("quoted", ()))
+        return cls(**data)
+
+    @property
+    def is_cloze(self) -> bool:
+        return self.type == "cloze"
+
+    def question(self) -> str:
+        """What the learner sees first (Markdown)."""
+        return cloze.question(self.front) if self.is_cloze else self.front
+
+    def answer(self) -> str:
+        """What the learner sees after "Show answer" (Markdown)."""
+        if not self.is_cloze:
+            return self.back
+        return cloze.answer(self.front) + (f"\n\n{self.back}" if self.back.strip() else "")
+
+    def answer_part(self) -> str:
+        """The text the learner must recall: the back, or a cloze card's deletions and note."""
+        if not self.is_cloze:
+            return self.back
+        return " ".join(cloze.deletions(self.front) + [self.back]).strip()
+
+    def given_part(self) -> str:
+        """The text shown before the answer: the front, or a cloze card's visible text."""
+        return cloze.question(self.front, blank=" ") if self.is_cloze else self.front
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "id": self.id,
-            "concept": self.concept,
-            "front": self.front,
-            "back": self.back,
-            "topic": self.topic,
-        }
-        if self.check is not None:
-            out["check"] = self.check
+        out: dict[str, Any] = {"id": self.id, "concept": self.concept}
+        if self.type != "basic":
+            out["type"] = self.type
+        out.update(front=self.front, back=self.back, topic=self.topic, source=self.source)
+        if self.checks:
+            out["checks"] = list(self.checks)
+        if self.quoted:
+            out["quoted"] = list(self.quoted)
+        if self.long:
+            out["long"] = self.long
         return out
 
 
@@ -79,7 +154,7 @@ def _cards_dir():
 def load_concept(concept: int) -> list[Flashcard]:
     """The cards of one concept, in file order."""
     text = (_cards_dir() / concept_file(concept)).read_text(encoding="utf-8")
-    return [Flashcard(**raw) for raw in json.loads(text)]
+    return [Flashcard.from_dict(raw) for raw in json.loads(text)]
 
 
 def load_deck(concept: int | None = None) -> list[Flashcard]:
@@ -89,6 +164,12 @@ def load_deck(concept: int | None = None) -> list[Flashcard]:
     return [card for number in CONCEPTS for card in load_concept(number)]
 
 
+def load_retired() -> dict[str, dict[str, Any]]:
+    """Retired ids (kept in learners' histories, never shown): ``{id: {"reason", "replaced_by"}}``."""
+    text = (_cards_dir() / "retired.json").read_text(encoding="utf-8")
+    return {entry["id"]: entry for entry in json.loads(text)}
+
+
 def balanced_dollars(text: str) -> bool:
     """True when ``$`` math delimiters pair up (``\\$`` is a literal dollar)."""
     stripped = text.replace("\\$", "").replace("$$", "")
@@ -96,7 +177,11 @@ def balanced_dollars(text: str) -> bool:
 
 
 def validate_deck(cards: list[Flashcard] | None = None) -> list[str]:
-    """Problems with the deck, one line each (an empty list means it is sound)."""
+    """Problems with the deck's structure, one line each (an empty list means it is sound).
+
+    The writing rules (length, enumerations, duplicates, number checks) are
+    :func:`pecourse.flashcards.lint.lint_deck`.
+    """
     cards = load_deck() if cards is None else cards
     problems: list[str] = []
     seen: set[str] = set()
@@ -109,12 +194,20 @@ def validate_deck(cards: list[Flashcard] | None = None) -> list[str]:
         seen.add(card.id)
         if card.concept not in CONCEPTS:
             problems.append(f"{where}: concept must be 1-16")
-        for name in ("front", "back", "topic"):
+        if card.type not in CARD_TYPES:
+            problems.append(f"{where}: type must be one of {CARD_TYPES}, got {card.type!r}")
+        for name in ("front", "back", "topic", "source"):
             value = getattr(card, name)
-            if not isinstance(value, str) or not value.strip():
+            if not isinstance(value, str):
+                problems.append(f"{where}: {name} must be a string")
+            elif not value.strip() and not (name == "back" and card.is_cloze):
                 problems.append(f"{where}: empty {name}")
             elif not balanced_dollars(value):
                 problems.append(f"{where}: unbalanced $ in {name}")
+        if card.is_cloze:
+            problems += [f"{where}: {p}" for p in cloze.problems(card.front)]
+        elif cloze.has_cloze(card.front) or cloze.has_cloze(card.back):
+            problems.append(f"{where}: cloze deletions in a basic card (set type to 'cloze')")
     if len(cards) != DECK_SIZE and len({c.concept for c in cards}) == len(CONCEPTS):
         problems.append(f"the deck has {len(cards)} cards, expected {DECK_SIZE}")
     return problems

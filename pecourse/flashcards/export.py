@@ -1,8 +1,12 @@
 """Exports of the deck: an Anki package (genanki) and one jupytercards JSON file.
 
-The Anki note model and decks have fixed ids and every note's guid is derived from the
+The Anki note models and decks have fixed ids and every note's guid is derived from the
 card's slug, so importing a newer export into Anki updates the notes already there instead
-of adding duplicates (and keeps the learner's Anki review history).
+of adding duplicates (and keeps the learner's Anki review history). Basic cards use the
+"pecourse flashcard" model (Front, Back, Topic, Id); cloze cards use the "pecourse cloze"
+model, an Anki cloze note type (Text, Extra, Topic, Id) whose ``{{c1::...}}`` deletions are
+the card's own. A card that changed from basic to cloze keeps its guid; Anki's importer asks
+before it moves such a note to the other note type.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from .render import markdown_to_html
 
 # Fixed ids (Anki wants 31-bit-ish positive integers); never change them.
 ANKI_MODEL_ID = 1_607_392_319
+ANKI_CLOZE_MODEL_ID = 1_607_392_320
 ANKI_PARENT_DECK = "pecourse: Positional Encoding"
 
 
@@ -33,6 +38,11 @@ def anki_guid(card: Flashcard) -> str:
     return genanki.guid_for("pecourse", card.id)
 
 
+_CSS = (
+    ".card { font-family: sans-serif; font-size: 18px; text-align: left; }\n"
+    ".topic { color: #888; font-size: 13px; }"
+)
+
 ANKI_MODEL = genanki.Model(
     ANKI_MODEL_ID,
     "pecourse flashcard",
@@ -44,9 +54,42 @@ ANKI_MODEL = genanki.Model(
             "afmt": "{{FrontSide}}<hr id='answer'>{{Back}}",
         }
     ],
-    css=".card { font-family: sans-serif; font-size: 18px; text-align: left; }\n"
-    ".topic { color: #888; font-size: 13px; }",
+    css=_CSS,
 )
+
+ANKI_CLOZE_MODEL = genanki.Model(
+    ANKI_CLOZE_MODEL_ID,
+    "pecourse cloze",
+    fields=[{"name": "Text"}, {"name": "Extra"}, {"name": "Topic"}, {"name": "Id"}],
+    templates=[
+        {
+            "name": "Cloze",
+            "qfmt": "<div class='topic'>{{Topic}}</div>{{cloze:Text}}",
+            "afmt": "<div class='topic'>{{Topic}}</div>{{cloze:Text}}<br>{{Extra}}",
+        }
+    ],
+    css=_CSS + "\n.cloze { font-weight: bold; color: #1a5fb4; }",
+    model_type=genanki.Model.CLOZE,
+)
+
+
+def anki_note(card: Flashcard) -> genanki.Note:
+    """The Anki note of one card: a cloze note for a cloze card, a basic note otherwise."""
+    if card.is_cloze:
+        model = ANKI_CLOZE_MODEL
+        fields = [markdown_to_html(card.front, math_style="anki"),
+                  markdown_to_html(card.back, math_style="anki") if card.back.strip() else "",
+                  card.topic, card.id]  # fmt: skip
+    else:
+        model = ANKI_MODEL
+        fields = [markdown_to_html(card.front, math_style="anki"),
+                  markdown_to_html(card.back, math_style="anki"), card.topic, card.id]  # fmt: skip
+    return genanki.Note(
+        model=model,
+        fields=fields,
+        guid=anki_guid(card),
+        tags=[f"pecourse::{card.concept:02d}_{CONCEPTS[card.concept]}"],
+    )
 
 
 def export_anki(path: str | os.PathLike, concept: int | None = None) -> Path:
@@ -58,26 +101,24 @@ def export_anki(path: str | os.PathLike, concept: int | None = None) -> Path:
         if deck is None:
             name = f"{ANKI_PARENT_DECK}::{card.concept:02d} {TITLES[card.concept]}"
             deck = decks[card.concept] = genanki.Deck(anki_deck_id(card.concept), name)
-        deck.add_note(
-            genanki.Note(
-                model=ANKI_MODEL,
-                fields=[
-                    markdown_to_html(card.front, math_style="anki"),
-                    markdown_to_html(card.back, math_style="anki"),
-                    card.topic,
-                    card.id,
-                ],
-                guid=anki_guid(card),
-                tags=[f"pecourse::{card.concept:02d}_{CONCEPTS[card.concept]}"],
-            )
-        )
+        deck.add_note(anki_note(card))
     genanki.Package(list(decks.values())).write_to_file(str(path))
     return path
 
 
+def jupytercards_card(card: Flashcard) -> dict:
+    """One card as jupytercards shows it: a cloze card becomes a question/answer pair."""
+    return {"id": card.id, "front": card.question(), "back": card.answer(), "topic": card.topic}
+
+
 def export_json(path: str | os.PathLike, concept: int | None = None) -> Path:
-    """Write the deck as one jupytercards-compatible JSON list; returns the path."""
+    """Write the deck as one jupytercards-compatible JSON list; returns the path.
+
+    Each entry has ``front``, ``back``, ``topic`` and ``id``; cloze cards are rendered as
+    question (deletions blanked) and answer (deletions filled in), since jupytercards has no
+    cloze cards of its own.
+    """
     path = Path(path)
-    cards = [card.to_dict() for card in load_deck(concept)]
+    cards = [jupytercards_card(card) for card in load_deck(concept)]
     path.write_text(json.dumps(cards, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     return path

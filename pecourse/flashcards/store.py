@@ -10,6 +10,10 @@ The database lives at ``pecourse.paths.data_dir() / "flashcards.sqlite3"``
   halfway leaves the previous state and log untouched (SQLite rolls the transaction back).
 - A file that SQLite cannot read is never overwritten: it is renamed aside with a UTC
   timestamp and a :class:`CorruptDatabaseWarning` names both paths.
+- Retired cards (ids that left the deck, ``pecourse/cards/retired.json``) keep their state
+  and review log: nothing here deletes by "not in the deck". Queues and counts are built
+  from the deck's ids, so a retired card is never shown; :meth:`ProgressStore.retired` lists
+  the history kept for them, and exports mark them.
 """
 
 from __future__ import annotations
@@ -279,6 +283,25 @@ class ProgressStore:
         )
         return due + [cid for cid in ids if cid not in states]
 
+    def retired(self, deck_ids: Iterable[str]) -> dict[str, int]:
+        """Reviewed cards that are no longer in the deck: ``{card_id: reviews logged}``.
+
+        Their rows stay for history (a learner's log is never rewritten when the deck
+        changes); :meth:`queue` and :meth:`stats` never include them.
+        """
+        deck = set(deck_ids)
+        conn = self._connect()
+        try:
+            rows = conn.execute(
+                "SELECT card_id, COUNT(*) FROM review_log GROUP BY card_id ORDER BY card_id"
+            ).fetchall()
+            states = {r[0] for r in conn.execute("SELECT card_id FROM card_state")}
+        finally:
+            conn.close()
+        out = {cid: n for cid, n in rows if cid not in deck}
+        out.update({cid: 0 for cid in states - deck - set(out)})
+        return out
+
     # -- writing -----------------------------------------------------------------------
     def review(
         self,
@@ -377,8 +400,13 @@ class ProgressStore:
             conn.close()
         return removed
 
-    def export_progress(self) -> dict[str, Any]:
-        """Everything in the database as JSON-ready data (states and the full log)."""
+    def export_progress(self, deck_ids: Iterable[str] | None = None) -> dict[str, Any]:
+        """Everything in the database as JSON-ready data (states and the full log).
+
+        With ``deck_ids``, each card and review also says whether its card is ``retired``
+        (reviewed once, no longer in the deck).
+        """
+        deck = None if deck_ids is None else set(deck_ids)
         conn = self._connect()
         try:
             conn.execute("BEGIN")  # one consistent snapshot of both tables
@@ -398,7 +426,9 @@ class ProgressStore:
             "exported_at": utc_now().isoformat(),
             "database": str(self.path),
             "cards": [
-                {"id": cid, "reps": reps, "fsrs": json.loads(blob)} for cid, reps, blob in states
+                {"id": cid, "reps": reps, "fsrs": json.loads(blob)}
+                | ({} if deck is None else {"retired": cid not in deck})
+                for cid, reps, blob in states
             ],
             "reviews": [
                 {
@@ -408,13 +438,15 @@ class ProgressStore:
                     "duration_ms": ms,
                     "due_after": due,
                 }
+                | ({} if deck is None else {"retired": cid not in deck})
                 for cid, rating, at, ms, due in logs
             ],
         }
 
-    def export_json(self, path: str | os.PathLike) -> Path:
+    def export_json(self, path: str | os.PathLike, deck_ids: Iterable[str] | None = None) -> Path:
         path = Path(path)
-        path.write_text(json.dumps(self.export_progress(), indent=2) + "\n", encoding="utf-8")
+        data = self.export_progress(deck_ids)
+        path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
         return path
 
     def check_consistency(self) -> list[str]:

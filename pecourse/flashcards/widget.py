@@ -1,7 +1,8 @@
 """The flashcard quiz: an ipywidgets widget that reviews cards on an FSRS schedule.
 
 ``quiz(8)`` in a notebook shows the RoPE cards: due cards first (most overdue first), then
-new ones in deck order. "Show answer" reveals the back; Again / Hard / Good / Easy rate the
+new ones in deck order. "Show answer" reveals the back (for a cloze card, the text with its
+deletions filled in and marked); Again / Hard / Good / Easy rate the
 card, which is written to the progress database at once (so closing the notebook loses
 nothing) and the next card appears. The header counts due, new and learned cards and says
 when the next one is due.
@@ -123,9 +124,9 @@ class Quiz(widgets.VBox):
         card = self.current
         self.front.value = (
             f"<div style='color:#777;font-size:smaller'>{card.topic} · "
-            f"concept {card.concept:02d}</div>" + markdown_to_html(card.front)
+            f"concept {card.concept:02d}</div>" + markdown_to_html(card.question())
         )
-        self.back.value = "<hr>" + markdown_to_html(card.back)
+        self.back.value = "<hr>" + markdown_to_html(card.answer())
         self.show_button.layout.display = None
         return card
 

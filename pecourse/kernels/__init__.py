@@ -13,9 +13,26 @@ The modules here are *optimisations* of maths that lives, in readable form, in
 - :mod:`pecourse.kernels.flex` — attention with ALiBi / T5 / causal / sliding-window biases
   through FlexAttention, without the ``L x L`` bias tensor.
 
+Every compiled path is checked against its reference on the machine it runs on, the first
+time it meets a configuration, and falls back (with a ``CompiledPathWarning``) where it
+disagrees: :mod:`pecourse.kernels.verify`; ``pecourse info`` shows the verdicts.
+
+:func:`apply_rope` is the fast RoPE entry point (the signature of
+:func:`pecourse.positions.rope.apply_rope`): cached cos/sin tables and the C kernel.
+
 Nothing is imported eagerly: ``import pecourse.kernels`` is free.
 """
 
 from __future__ import annotations
 
-__all__: list[str] = []
+import importlib
+
+__all__ = ["apply_rope", "CompiledPathWarning"]
+
+_LAZY = {"apply_rope": "rope_cpu", "CompiledPathWarning": "verify"}
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

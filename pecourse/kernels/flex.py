@@ -28,17 +28,31 @@ kernel (forward only: no backward on the CPU). :func:`flex_attention` compiles o
 process and reuses the compiled function; pass ``compiled=`` your own
 ``torch.compile(torch.nn.attention.flex_attention.flex_attention)`` to control caching
 (tests compile a fresh one each).
+
+The C++ that inductor generates depends on the CPU's instruction set, and torch 2.13's CPU
+template has been seen to return wrong rows (and NaN) on an AVX2-only machine for lengths
+such as 40 that were right elsewhere. So :func:`flex_attention` never trusts a compiled
+kernel it has not checked: the first call of each configuration (score_mod, mask, shapes,
+dtype, device) compares the compiled kernel with eager FlexAttention on a random probe of
+the same shapes, and falls back to eager — with one ``CompiledPathWarning`` — where they
+differ (:mod:`pecourse.kernels.verify`). Because that miscompile is intermittent (a probe
+can pass and a later call fail), the ALiBi and T5 wrappers also run the CPU kernel only at
+lengths that are multiples of 16, padding and masking the rest (:func:`padded_length`).
 """
 
 from __future__ import annotations
 
+import itertools
 import math
+import warnings
+import weakref
 from collections.abc import Callable
 
 import torch
 from torch import Tensor
 
 from .._validate import check_int, check_tensor
+from . import verify
 
 __all__ = [
     "alibi_score_mod",
@@ -46,6 +60,8 @@ __all__ = [
     "causal_mask_mod",
     "sliding_window_mask_mod",
     "block_mask",
+    "mask_for",
+    "padded_length",
     "flex_attention",
     "flex_attention_alibi",
     "flex_attention_t5",
@@ -222,34 +238,70 @@ def _check_qkv(q: Tensor, k: Tensor, v: Tensor) -> None:
         )
 
 
-def flex_attention(
-    q: Tensor,
-    k: Tensor,
-    v: Tensor,
-    *,
-    score_mod=None,
-    block_mask=None,
-    compiled: Callable | bool = True,
-) -> Tensor:
-    """FlexAttention with the course's conventions (``1/sqrt(d)`` scale, GQA allowed).
+def _fn_key(fn, depth: int = 0):
+    """What the compiled kernel depends on in a ``score_mod``/``mask_mod``: its code and the
+    scalars it closes over (tensors by shape and dtype only: they are kernel inputs)."""
+    if fn is None or depth > 3:
+        return None
+    cells = []
+    for cell in getattr(fn, "__closure__", None) or ():
+        try:
+            val = cell.cell_contents
+        except ValueError:  # an empty cell
+            val = None
+        if isinstance(val, bool | int | float | str | type(None)):
+            cells.append(val)
+        elif isinstance(val, Tensor):
+            cells.append(("tensor", tuple(val.shape), val.dtype, str(val.device)))
+        elif callable(val):
+            cells.append(_fn_key(val, depth + 1))
+        else:
+            cells.append(type(val).__name__)
+    return getattr(fn, "__code__", type(fn)), tuple(cells)
 
-    ``q`` ``[b, h, Lq, d]``, ``k``/``v`` ``[b, h_kv, Lk, d]``. ``compiled=True`` uses one
-    process-wide ``torch.compile``\\ d FlexAttention; a callable is used as given; ``False``
-    calls the eager (score-materialising) implementation.
-    """
-    _check_qkv(q, k, v)
-    kwargs = dict(
-        score_mod=score_mod,
-        block_mask=block_mask,
-        scale=1.0 / math.sqrt(q.shape[-1]),
-        enable_gqa=q.shape[1] != k.shape[1],
-    )
-    if compiled is False:
-        from torch.nn.attention.flex_attention import flex_attention as eager
 
-        return eager(q, k, v, **kwargs)
-    if compiled is not True:
-        return compiled(q, k, v, **kwargs)
+def _fn_name(fn) -> str:
+    """``alibi_score_mod(causal=True, q_offset=0)``: a closure named by its maker and scalars."""
+    if fn is None:
+        return "none"
+    name = getattr(fn, "__qualname__", type(fn).__name__).split(".<locals>")[0]
+    code, cells = getattr(fn, "__code__", None), getattr(fn, "__closure__", None) or ()
+    scalars = []
+    for var, cell in zip(code.co_freevars if code else (), cells):
+        try:
+            val = cell.cell_contents
+        except ValueError:
+            continue
+        if isinstance(val, bool | int | float):
+            scalars.append(f"{var}={val}")
+    return f"{name}({', '.join(scalars)})"
+
+
+_TOKENS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_SERIAL = itertools.count()
+_STRONG: list = []  # callables that cannot be weakly referenced: kept, so ids are not reused
+
+
+def _token(fn) -> int:
+    """A number for each compiled callable, never reused (unlike ``id``) while it lives."""
+    try:
+        if fn not in _TOKENS:
+            _TOKENS[fn] = next(_SERIAL)
+        return _TOKENS[fn]
+    except TypeError:
+        _STRONG.append(fn)
+        return id(fn)
+
+
+def _eager_flex(q, k, v, **kwargs) -> Tensor:
+    from torch.nn.attention.flex_attention import flex_attention as eager
+
+    return eager(q, k, v, **kwargs)
+
+
+def _call_compiled(fn, q, k, v, kwargs) -> Tensor:
+    if fn is not None:
+        return fn(q, k, v, **kwargs)
     try:
         return _compiled_flex()(q, k, v, **kwargs)
     except Exception as exc:
@@ -264,12 +316,148 @@ def flex_attention(
         return _compiled_flex()(q, k, v, **kwargs)
 
 
-def _mask_for(q_len, k_len, causal, window, q_offset, device):
+def flex_attention(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    *,
+    score_mod=None,
+    block_mask=None,
+    compiled: Callable | bool = True,
+) -> Tensor:
+    """FlexAttention with the course's conventions (``1/sqrt(d)`` scale, GQA allowed).
+
+    ``q`` ``[b, h, Lq, d]``, ``k``/``v`` ``[b, h_kv, Lk, d]``. ``compiled=True`` uses one
+    process-wide ``torch.compile``\\ d FlexAttention; a callable is used as given; ``False``
+    calls the eager (score-materialising) implementation.
+
+    A compiled path is trusted only after it agreed with eager FlexAttention on a probe of
+    the same configuration (score_mod and mask, shapes, dtype, device) in this process
+    (:mod:`pecourse.kernels.verify`); where it did not, a ``CompiledPathWarning`` says so once
+    and the eager implementation answers for that configuration.
+    """
+    _check_qkv(q, k, v)
+    kwargs = dict(
+        score_mod=score_mod,
+        block_mask=block_mask,
+        scale=1.0 / math.sqrt(q.shape[-1]),
+        enable_gqa=q.shape[1] != k.shape[1],
+    )
+    if compiled is False:
+        return _eager_flex(q, k, v, **kwargs)
+    fn = None if compiled is True else compiled
+    mask_key = None
+    if block_mask is not None:
+        mask_key = (_fn_key(block_mask.mask_mod), block_mask.BLOCK_SIZE, block_mask.shape)
+    shapes = (tuple(q.shape), tuple(k.shape), tuple(v.shape), q.dtype, str(q.device))
+    key = (_token(fn or _compiled_flex()), _fn_key(score_mod), mask_key, shapes)
+
+    def probe():
+        g = torch.Generator().manual_seed(0)
+        qp, kp, vp = (
+            torch.randn(t.shape, generator=g).to(device=t.device, dtype=t.dtype) for t in (q, k, v)
+        )
+        got = _call_compiled(fn, qp, kp, vp, kwargs)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # eager's "not compiled" warning
+            return got, _eager_flex(qp, kp, vp, **kwargs)
+
+    def describe():
+        mask = "none" if block_mask is None else _fn_name(block_mask.mask_mod)
+        return (
+            f"score_mod {_fn_name(score_mod)}, mask {mask}, q {list(q.shape)}, "
+            f"k/v {list(k.shape)}, {q.dtype}, {q.device.type}"
+        )
+
+    if verify.trusted("flex_attention", key, probe, describe):
+        return _call_compiled(fn, q, k, v, kwargs)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # the fallback was announced once
+        return _eager_flex(q, k, v, **kwargs)
+
+
+# torch 2.13's compiled CPU FlexAttention gives wrong rows or NaN, intermittently, when a
+# sequence length is a multiple of 8 but not of 16 (seen on an AVX2-only AMD EPYC at 8, 24,
+# 40, 56, 72, 88 with 4 query heads and 2 or 4 key heads; 16, 32, 48, 64, 80 and odd lengths
+# were right). A one-time probe cannot catch an intermittent error, so on a CPU the wrappers
+# below run the kernel at lengths rounded up to a multiple of 16: the extra keys are masked
+# out, the extra query rows dropped. (The probe still checks every configuration.)
+_CPU_MULTIPLE = 16
+
+
+def padded_length(length: int, device="cpu") -> int:
+    """The length the compiled kernel runs at for ``length`` tokens on ``device``: rounded up
+    to a multiple of 16 on a CPU (see the note above), unchanged elsewhere."""
+    length = check_int("length", length, minimum=1)
+    if torch.device(device).type != "cpu":
+        return length
+    return -(-length // _CPU_MULTIPLE) * _CPU_MULTIPLE
+
+
+def _within_keys(k_len: int, mask_mod=None):
+    """``mask_mod`` restricted to the first ``k_len`` keys (the rest is padding)."""
+
+    def mask(b, h, q_idx, kv_idx):
+        keep = kv_idx < k_len
+        return keep if mask_mod is None else keep & mask_mod(b, h, q_idx, kv_idx)
+
+    return mask
+
+
+def mask_for(
+    q_len: int,
+    k_len: int,
+    *,
+    causal: bool = True,
+    window: int | None = None,
+    device="cpu",
+):
+    """The block mask :func:`flex_attention_alibi` / :func:`flex_attention_t5` build for
+    these lengths (causal, sliding window, or none), at the lengths the kernel runs at
+    (:func:`padded_length`); ``None`` when nothing is masked. Build it once and pass it as
+    ``mask=`` to reuse it across calls of the same lengths."""
+    q_len = check_int("q_len", q_len, minimum=1)
+    k_len = check_int("k_len", k_len, minimum=1)
+    if window is not None and not causal:
+        raise ValueError("window (sliding-window attention) requires causal=True")
+    offset = _default_offset(q_len, k_len, causal)
+    mod = None
     if window is not None:
-        return block_mask(sliding_window_mask_mod(window, q_offset), q_len, k_len, device=device)
-    if causal:
-        return block_mask(causal_mask_mod(q_offset), q_len, k_len, device=device)
-    return None
+        mod = sliding_window_mask_mod(window, offset)
+    elif causal:
+        mod = causal_mask_mod(offset)
+    pq, pk = padded_length(q_len, device), padded_length(k_len, device)
+    if pk != k_len:
+        mod = _within_keys(k_len, mod)
+    return None if mod is None else block_mask(mod, pq, pk, device=device)
+
+
+def _biased_attention(q, k, v, make_score_mod, causal, window, mask, compiled) -> Tensor:
+    """Shared body of the wrappers: pad to the kernel's lengths, attend, drop the padding.
+
+    ``make_score_mod(q_len, k_len, q_offset)`` builds the score_mod for the padded lengths
+    (T5's table must cover every index the kernel reads, padding included)."""
+    if window is not None and not causal:
+        raise ValueError("window (sliding-window attention) requires causal=True")
+    q_len, k_len = q.shape[2], k.shape[2]
+    pq, pk = padded_length(q_len, q.device), padded_length(k_len, q.device)
+    if mask is None:
+        mask = mask_for(q_len, k_len, causal=causal, window=window, device=q.device)
+    elif tuple(mask.seq_lengths) != (pq, pk):
+        raise ValueError(
+            f"mask was built for lengths {tuple(mask.seq_lengths)}, but these inputs run at "
+            f"({pq}, {pk}) (q_len={q_len}, k_len={k_len}, padded to a multiple of "
+            f"{_CPU_MULTIPLE} on a CPU); build it with flex.mask_for({q_len}, {k_len}, "
+            f"causal={causal}, window={window})"
+        )
+    if (pq, pk) != (q_len, k_len):
+        q = torch.nn.functional.pad(q, (0, 0, 0, pq - q_len))
+        k = torch.nn.functional.pad(k, (0, 0, 0, pk - k_len))
+        v = torch.nn.functional.pad(v, (0, 0, 0, pk - k_len))
+    offset = _default_offset(q_len, k_len, causal)  # the real lengths fix the positions
+    mod = make_score_mod(pq, pk, offset)
+    out = flex_attention(q, k, v, score_mod=mod, block_mask=mask, compiled=compiled)
+    return out if pq == q_len else out[:, :, :q_len].contiguous()
 
 
 def flex_attention_alibi(
@@ -285,21 +473,19 @@ def flex_attention_alibi(
     """Attention with ALiBi, equal to ``attention(q, k, v, ALiBi(heads, causal=causal),
     causal=causal)`` without an ``Lq x Lk`` tensor.
 
-    ``window`` adds a causal sliding window. ``mask`` reuses a :func:`block_mask` built for
+    ``window`` adds a causal sliding window. ``mask`` reuses a :func:`mask_for` built for
     the same lengths (building one costs more than a short attention call). Refuses a
-    ``window`` without ``causal``.
+    ``window`` without ``causal`` and a ``mask`` built for other lengths.
     """
     from ..positions.alibi import slopes
 
     _check_qkv(q, k, v)
-    if window is not None and not causal:
-        raise ValueError("window (sliding-window attention) requires causal=True")
-    q_len, k_len = q.shape[2], k.shape[2]
-    offset = _default_offset(q_len, k_len, causal)
-    mod = alibi_score_mod(slopes(q.shape[1]).to(q.device), q_offset=offset, causal=causal)
-    if mask is None:
-        mask = _mask_for(q_len, k_len, causal, window, offset, q.device)
-    return flex_attention(q, k, v, score_mod=mod, block_mask=mask, compiled=compiled)
+    m = slopes(q.shape[1]).to(q.device)
+
+    def make(pq, pk, offset):
+        return alibi_score_mod(m, q_offset=offset, causal=causal)
+
+    return _biased_attention(q, k, v, make, causal, window, mask, compiled)
 
 
 def flex_attention_t5(
@@ -318,7 +504,8 @@ def flex_attention_t5(
     """Attention with T5's bucketed bias (``table`` ``[num_buckets, heads]``), equal to
     ``attention(q, k, v, T5RelativeBias(...), causal=causal)`` with that table.
 
-    ``bidirectional`` defaults to ``not causal`` (T5's encoder vs decoder).
+    ``bidirectional`` defaults to ``not causal`` (T5's encoder vs decoder). ``mask`` as in
+    :func:`flex_attention_alibi`.
     """
     _check_qkv(q, k, v)
     check_tensor("table", table, ndim=2, floating=True)
@@ -326,22 +513,14 @@ def flex_attention_t5(
         raise ValueError(
             f"table must be [num_buckets, heads={q.shape[1]}], got {tuple(table.shape)}"
         )
-    if window is not None and not causal:
-        raise ValueError("window (sliding-window attention) requires causal=True")
     bidirectional = (not causal) if bidirectional is None else bool(bidirectional)
-    q_len, k_len = q.shape[2], k.shape[2]
-    offset = _default_offset(q_len, k_len, causal)
-    mod = t5_score_mod(
-        table,
-        q_len,
-        k_len,
-        q_offset=offset,
-        bidirectional=bidirectional,
-        max_distance=max_distance,
-    )
-    if mask is None:
-        mask = _mask_for(q_len, k_len, causal, window, offset, q.device)
-    return flex_attention(q, k, v, score_mod=mod, block_mask=mask, compiled=compiled)
+
+    def make(pq, pk, offset):
+        return t5_score_mod(
+            table, pq, pk, q_offset=offset, bidirectional=bidirectional, max_distance=max_distance
+        )
+
+    return _biased_attention(q, k, v, make, causal, window, mask, compiled)
 
 
 # --------------------------------------------------------------------------------------
@@ -400,8 +579,7 @@ def memory_report(
     num_heads = check_int("num_heads", num_heads, minimum=1)
     q_len = check_int("q_len", q_len, minimum=1)
     k_len = q_len if k_len is None else check_int("k_len", k_len, minimum=1)
-    offset = _default_offset(q_len, k_len, causal)
-    mask = _mask_for(q_len, k_len, causal, window, offset, "cpu")
+    mask = mask_for(q_len, k_len, causal=causal, window=window, device="cpu")
     itemsize = torch.empty((), dtype=dtype).element_size()
     return {
         "num_heads": num_heads,
@@ -414,3 +592,23 @@ def memory_report(
         "flex_alibi_bytes": num_heads * 4,
         "flex_t5_bytes": num_heads * (q_len + k_len - 1) * 4 + num_buckets * num_heads * 4,
     }
+
+
+def check_common_configurations() -> list:
+    """Compile and check (against eager) the configurations the course uses: causal ALiBi
+    with grouped heads at a length that is a multiple of 16 and one that is not, a sliding
+    window, and T5 buckets. Returns this process's FlexAttention verdicts (``pecourse info
+    --check-flex``; about a minute on two cores)."""
+    g = torch.Generator().manual_seed(0)
+
+    def qkv(length, heads=4, kv_heads=2):
+        shapes = [(1, heads, length, 16)] + [(1, kv_heads, length, 16)] * 2
+        return [torch.randn(s, generator=g) for s in shapes]
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", verify.CompiledPathWarning)  # reported by the caller
+        for length in (40, 64):
+            flex_attention_alibi(*qkv(length), causal=True)
+        flex_attention_alibi(*qkv(40), causal=True, window=7)
+        flex_attention_t5(*qkv(48, 4, 4), torch.randn(32, 4, generator=g), causal=False)
+    return verify.status("flex_attention")

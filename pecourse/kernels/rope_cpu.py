@@ -68,6 +68,7 @@ import torch.autograd.forward_ad as _forward_ad
 from torch import Tensor
 
 from .._validate import check_choice, check_tensor
+from . import verify
 
 __all__ = [
     "rotate",
@@ -75,6 +76,8 @@ __all__ = [
     "cos_sin_tables",
     "backend",
     "build_error",
+    "check_all",
+    "apply_rope",
     "PAIRINGS",
 ]
 
@@ -352,6 +355,13 @@ def _check(x: Tensor, cos: Tensor, sin: Tensor, pairing: str) -> int:
     return rotary
 
 
+def _shared_row(cos: Tensor, sin: Tensor) -> tuple[Tensor, Tensor]:
+    """``[1, S, R/2]`` tables are one row of positions shared by the whole batch: ``[S, R/2]``."""
+    if cos.ndim == 3 and cos.shape[0] == 1 and sin.ndim == 3 and sin.shape[0] == 1:
+        return cos[0], sin[0]
+    return cos, sin
+
+
 def _math_dtype(x: Tensor) -> torch.dtype:
     return torch.float64 if x.dtype == torch.float64 else torch.float32
 
@@ -370,6 +380,7 @@ def rotate_reference(
 
     Differentiable in ``x``, ``cos`` and ``sin``; runs on any device.
     """
+    cos, sin = _shared_row(cos, sin)
     rotary = _check(x, cos, sin, pairing)
     math = _math_dtype(x)
     c = _broadcast_table(cos.to(math), x)
@@ -506,8 +517,61 @@ class _RotateFn(torch.autograd.Function):
         return g, None, None, None, None
 
 
+def _probe(dtype: torch.dtype, interleaved: bool, inverse: bool):
+    """The kernel and the reference on inputs that reach every branch of the C code: a
+    strided view with full rotary and a shared table; partial rotary with per-batch tables.
+
+    Small, and without transcendental functions, on purpose: nothing here may start
+    PyTorch's OpenMP thread pool (``torch.cos`` does from 128 float64 elements), which would
+    make a multi-threaded child hang after ``fork()``. The kernel multiplies whatever it is
+    given, so random numbers in [-1, 1] test it as well as real cosines. (The C kernel's own
+    thread split runs the same code on disjoint rows.)"""
+    g = torch.Generator().manual_seed(0)
+    pairing = "interleaved" if interleaved else "half"
+    cases = [
+        (torch.randn(3, 7, 2, 6, generator=g).transpose(1, 2), (7, 3)),
+        (torch.randn(2, 3, 33, 40, generator=g), (2, 33, 12)),
+    ]
+    got, want = [], []
+    for x, table_shape in cases:
+        x = x.to(dtype)
+        c, s = (
+            (2 * torch.rand(table_shape, generator=g, dtype=torch.float64) - 1).to(_math_dtype(x))
+            for _ in "cs"
+        )
+        got.append(_kernel(x, c, s, interleaved, inverse))
+        want.append(rotate_reference(x, c, s, pairing=pairing, inverse=inverse))
+    return tuple(got), tuple(want)
+
+
+def _trusted(dtype: torch.dtype, interleaved: bool, inverse: bool) -> bool:
+    """Whether the C kernel agreed with :func:`rotate_reference` on this machine for this
+    dtype, pairing and direction (:mod:`pecourse.kernels.verify`: probed once per process)."""
+    return verify.trusted(
+        "rope_cpu (C kernel)",
+        (dtype, interleaved, inverse),
+        lambda: _probe(dtype, interleaved, inverse),
+        lambda: (
+            f"{str(dtype).removeprefix('torch.')}, "
+            f"{'interleaved' if interleaved else 'half'} pairing" + (", inverse" if inverse else "")
+        ),
+    )
+
+
+def check_all() -> list[verify.Check]:
+    """Probe every dtype, pairing and direction the built kernel offers (milliseconds), and
+    return the verdicts; ``[]`` when the kernel is not in use."""
+    if _load() is None:
+        return []
+    for dtype in _funcs:
+        for interleaved in (False, True):
+            for inverse in (False, True):
+                _trusted(dtype, interleaved, inverse)
+    return verify.status("rope_cpu (C kernel)")
+
+
 def _apply(x: Tensor, cos: Tensor, sin: Tensor, interleaved: bool, inverse: bool) -> Tensor:
-    if _can_use_kernel(x, cos, sin):
+    if _can_use_kernel(x, cos, sin) and _trusted(x.dtype, interleaved, inverse):
         if torch.is_grad_enabled() and x.requires_grad:
             return _RotateFn.apply(x, cos, sin, interleaved, inverse)
         return _kernel(x, cos, sin, interleaved, inverse)
@@ -535,7 +599,36 @@ def rotate(
     through the reference path). Refuses an odd ``head_dim``, tables that do not match ``x``'s
     sequence length or batch, ``rotary_dim > head_dim``, and an unknown pairing.
     """
-    if cos.ndim == 3 and cos.shape[0] == 1 and sin.shape[:1] == (1,):
-        cos, sin = cos[0], sin[0]  # one batch row of positions, shared by the whole batch
+    cos, sin = _shared_row(cos, sin)
     _check(x, cos, sin, pairing)
     return _apply(x, cos, sin, pairing == "interleaved", bool(inverse))
+
+
+def apply_rope(
+    x: Tensor,
+    positions: Tensor,
+    *,
+    inv_freq: Tensor | None = None,
+    base: float = 10000.0,
+    pairing: str = "half",
+    attention_factor: float = 1.0,
+    rotary_dim: int | None = None,
+) -> Tensor:
+    """:func:`pecourse.positions.rope.apply_rope`, the fast way: same arguments, same numbers.
+
+    The cos/sin table comes from the shared cache (built once for positions that recur:
+    every layer, every step at a fixed length) and the rotation from the C kernel (or the
+    PyTorch reference where the kernel is unavailable or disagreed with it here).
+    """
+    from ..positions import rope as _rope
+
+    return _rope.apply_rope(
+        x,
+        positions,
+        inv_freq=inv_freq,
+        base=base,
+        pairing=pairing,
+        attention_factor=attention_factor,
+        rotary_dim=rotary_dim,
+        impl="fast",
+    )

@@ -41,7 +41,7 @@ import torch
 from torch import Tensor
 
 from .._validate import check_choice, check_tensor
-from . import rope_cpu
+from . import rope_cpu, verify
 
 __all__ = ["rope_qk", "apply_rope_qk", "backend", "HAS_TRITON", "INTERPRET"]
 
@@ -275,11 +275,44 @@ def _fallback(
     return q_out, k_out
 
 
+def _trusted(q: Tensor, k: Tensor, cos: Tensor, interleaved: bool, inverse: bool) -> bool:
+    """Whether the Triton kernel agreed with the PyTorch reference on this device for the
+    things it is specialised on (dtype, head_dim, rotary_dim, pairing, direction, shared or
+    per-batch tables): a small probe with grouped heads and a ragged last block, once per
+    process (:mod:`pecourse.kernels.verify`)."""
+    dim, half, per_batch = q.shape[-1], cos.shape[-1], cos.ndim == 3
+    key = (q.device.type, q.dtype, dim, half, interleaved, inverse, per_batch)
+
+    def probe():
+        g = torch.Generator().manual_seed(0)
+        qp = torch.randn(2, 4, 19, dim, generator=g).to(q.device, q.dtype)
+        kp = torch.randn(2, 2, 19, dim, generator=g).to(q.device, q.dtype)
+        angles = torch.rand((2, 19, half)[not per_batch :], generator=g, dtype=torch.float64)
+        math = torch.float64 if q.dtype == torch.float64 else torch.float32
+        c, s = ((f(angles * 6.3)).to(q.device, math) for f in (torch.cos, torch.sin))
+        pairing = "interleaved" if interleaved else "half"
+        ref = tuple(
+            rope_cpu.rotate_reference(t, c, s, pairing=pairing, inverse=inverse) for t in (qp, kp)
+        )
+        return _launch(qp, kp, c, s, interleaved, inverse), ref
+
+    return verify.trusted(
+        "rope_triton",
+        key,
+        probe,
+        lambda: (
+            f"{q.device.type}, {str(q.dtype).removeprefix('torch.')}, head_dim {dim}, "
+            f"rotary_dim {2 * half}, {'interleaved' if interleaved else 'half'} pairing"
+            f"{', inverse' if inverse else ''}{', per-batch tables' if per_batch else ''}"
+        ),
+    )
+
+
 @torch.library.custom_op("pecourse::rope_qk", mutates_args=())
 def _rope_qk_op(
     q: Tensor, k: Tensor, cos: Tensor, sin: Tensor, interleaved: bool, inverse: bool
 ) -> tuple[Tensor, Tensor]:
-    if backend(q.device) != "torch":
+    if backend(q.device) != "torch" and _trusted(q, k, cos, interleaved, inverse):
         return _launch(q, k, cos, sin, interleaved, inverse)
     return _fallback(q, k, cos, sin, interleaved, inverse)
 

@@ -61,13 +61,18 @@ def _check_qk(q: Tensor, k: Tensor) -> None:
         )
 
 
+def _work_dtype(q: Tensor) -> torch.dtype:
+    """float32 for half-precision inputs (sums over many keys), float64 kept as float64."""
+    return torch.float64 if q.dtype == torch.float64 else torch.float32
+
+
 def cope_gates(q: Tensor, k: Tensor, *, scale: float | None = None) -> Tensor:
     r"""Gates ``g_ij = σ(scale · q_i·k_j)`` under a causal mask (CoPE's gate, arXiv:2405.18719).
 
     ``q`` ``[batch, heads, Lq, d]``, ``k`` ``[batch, heads, Lk, d]`` with ``Lq <= Lk``; queries
     align with the *last* ``Lq`` keys (query ``i`` sits at key position ``Lk - Lq + i``), as in
-    :func:`pecourse.attention.causal_mask`. Returns float32 ``[batch, heads, Lq, Lk]`` with
-    zeros wherever key ``j`` lies after query ``i``.
+    :func:`pecourse.attention.causal_mask`. Returns ``[batch, heads, Lq, Lk]`` in float32
+    (float64 for float64 inputs) with zeros wherever key ``j`` lies after query ``i``.
 
     ``scale`` defaults to ``1/sqrt(d)``: the paper's reference code takes the sigmoid of the
     *scaled* attention logits; ``scale=1.0`` gives the paper's written gate literally.
@@ -78,8 +83,10 @@ def cope_gates(q: Tensor, k: Tensor, *, scale: float | None = None) -> Tensor:
     if scale is None:
         scale = 1.0 / math.sqrt(q.shape[-1])
     scale = check_float("scale", scale, minimum=0.0, strict_minimum=True)
-    # Gates are summed over up to Lk keys: do it in float32 even for bf16 inputs.
-    logits = (q.float() @ k.float().transpose(-2, -1)) * scale
+    # Gates are summed over up to Lk keys: at least float32 even for bf16 inputs, and
+    # float64 stays float64 (so the bias is exact enough for gradcheck).
+    work = _work_dtype(q)
+    logits = (q.to(work) @ k.to(work).transpose(-2, -1)) * scale
     visible = causal_mask(q.shape[2], k.shape[2], device=q.device)
     # A key after the query opens no gate: the sum for p_ij runs over keys up to i only.
     return torch.sigmoid(logits) * visible
@@ -147,9 +154,10 @@ def cope_bias(
     positions = cope_positions(gates, rows - 1)
 
     # z[b, h, i, n] = q_i · e[n]: the logit for every *integer* position, [b, h, Lq, p_max+1].
-    table = embeddings.float()
+    work = _work_dtype(q)
+    table = embeddings.to(work)
     table = table[None, None] if table.ndim == 2 else table[None]
-    logits_int = q.float() @ table.transpose(-2, -1)
+    logits_int = q.to(work) @ table.transpose(-2, -1)
 
     floor = positions.floor()
     weight = positions - floor  # p - ⌊p⌋, in [0, 1)

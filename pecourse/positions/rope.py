@@ -32,6 +32,10 @@ the input dtype.
 
 from __future__ import annotations
 
+import functools
+import threading
+from collections import OrderedDict
+
 import torch
 from torch import Tensor
 
@@ -107,6 +111,68 @@ def _angle_cos_sin(
     cos = (torch.cos(angles) * attention_factor).to(dtype)
     sin = (torch.sin(angles) * attention_factor).to(dtype)
     return cos, sin
+
+
+class _TableCache:
+    r"""cos/sin tables kept for the positions that recur: a small LRU cache keyed on *values*.
+
+    Every layer of a forward pass rotates at the same positions, and so does every training
+    step at a fixed length; production code (transformers' ``LlamaRotaryEmbedding``) builds
+    the table once per forward for the same reason. An entry holds copies of the
+    ``positions`` and ``inv_freq`` it was built from and is returned only when both are equal
+    in value (``torch.equal``, linear in the sequence, far below the rotation's cost), so a
+    tensor changed in place can never get a stale table. Not used while tracing or when
+    ``inv_freq`` requires grad (the table must then stay in the graph).
+    """
+
+    def __init__(self, size: int = 8):
+        self.size = size
+        self._entries: OrderedDict = OrderedDict()
+        self._lock = threading.Lock()
+        self.hits = self.misses = 0
+
+    def get(self, positions: Tensor, inv_freq: Tensor, attention_factor: float, dtype):
+        if inv_freq.requires_grad or torch.compiler.is_compiling():
+            return _angle_cos_sin(positions, inv_freq, attention_factor, dtype)
+        key = (
+            tuple(positions.shape),
+            positions.dtype,
+            positions.device,
+            inv_freq.shape[0],
+            inv_freq.dtype,
+            inv_freq.device,
+            float(attention_factor),
+            dtype,
+        )
+        with self._lock:
+            for (k, _), entry in self._entries.items():
+                pos, freq, tables = entry
+                if k == key and torch.equal(pos, positions) and torch.equal(freq, inv_freq):
+                    self._entries.move_to_end((k, id(entry)))
+                    self.hits += 1
+                    return tables
+        tables = _angle_cos_sin(positions, inv_freq, attention_factor, dtype)
+        entry = (positions.clone(), inv_freq.detach().clone(), tables)
+        with self._lock:
+            self.misses += 1
+            self._entries[(key, id(entry))] = entry
+            while len(self._entries) > self.size:
+                self._entries.popitem(last=False)
+        return tables
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self.hits = self.misses = 0
+
+
+#: The cos/sin tables of :func:`apply_rope` and :class:`RoPE`, shared by every layer.
+TABLES = _TableCache()
+
+
+@functools.lru_cache(maxsize=32)
+def _default_inv_freq_cached(rotary_dim: int, base: float, device: str) -> Tensor:
+    return inv_freq(rotary_dim, base, device=device)
 
 
 def rope_cos_sin(
@@ -252,10 +318,11 @@ def apply_rope(
     positions, rotary_dim = _check_rope_args(x, positions, pairing, rotary_dim)
     impl = check_choice("impl", impl, ("fast", "reference"))
     if inv_freq is None:
-        inv_freq = _default_inv_freq(rotary_dim, base, device=x.device)
+        base = check_float("base", base, minimum=1.0, strict_minimum=True)
+        inv_freq = _default_inv_freq_cached(rotary_dim, base, str(x.device))
     _check_inv_freq(inv_freq, rotary_dim)
     attention_factor = check_float("attention_factor", attention_factor, minimum=0.0)
-    cos, sin = _angle_cos_sin(positions, inv_freq, attention_factor, _compute_dtype(x))
+    cos, sin = TABLES.get(positions, inv_freq, attention_factor, _compute_dtype(x))
     return _apply_with_tables(x, cos, sin, pairing, rotary_dim, impl)
 
 
@@ -463,17 +530,12 @@ class RoPE(PositionScheme):
             self.inv_freq, self.attention_factor = self.frequencies(max(seq_len, 1))
         q_positions, rotary_dim = _check_rope_args(q, q_positions, self.pairing, self.rotary_dim)
         k_positions, _ = _check_rope_args(k, k_positions, self.pairing, self.rotary_dim)
-        # Self-attention rotates q and k at the same positions: build the table once.
-        tables = []
-        for x, pos in ((q, q_positions), (k, k_positions)):
-            dtype = _compute_dtype(x)
-            same = tables and tables[0][0].dtype == dtype and pos.shape == q_positions.shape
-            if same and torch.equal(pos, q_positions):
-                tables.append(tables[0])
-            else:
-                tables.append(_angle_cos_sin(pos, self.inv_freq, self.attention_factor, dtype))
-        q = _apply_with_tables(q, *tables[0], self.pairing, rotary_dim)
-        return q, _apply_with_tables(k, *tables[1], self.pairing, rotary_dim)
+        # Queries and keys at the same positions, and every layer of the model, share one
+        # table: built once, then found in the cache (which compares values, never stale).
+        q_tables = TABLES.get(q_positions, self.inv_freq, self.attention_factor, _compute_dtype(q))
+        k_tables = TABLES.get(k_positions, self.inv_freq, self.attention_factor, _compute_dtype(k))
+        q = _apply_with_tables(q, *q_tables, self.pairing, rotary_dim)
+        return q, _apply_with_tables(k, *k_tables, self.pairing, rotary_dim)
 
     def extra_repr(self) -> str:
         extra = "".join(f", {k}={v!r}" for k, v in self.scaling_kwargs.items())

@@ -84,13 +84,18 @@ def xpos_scale(
 
 
 def _midpoint(*positions: Tensor) -> int:
-    low = min(int(p.min()) for p in positions if p.numel())
-    high = max(int(p.max()) for p in positions if p.numel())
+    present = [p for p in positions if p.numel()]
+    if not present:  # nothing to rotate: any centre gives the same (empty) answer
+        return 0
+    low = min(int(p.min()) for p in present)
+    high = max(int(p.max()) for p in present)
     return (low + high + 1) // 2  # 0..L-1 -> L // 2, rotary-embedding-torch's centre
 
 
 def _check_range(name, positions, center, zeta0, scale_base, dtype):
     # The largest scale is ζ_0^{-|n - c|/B}; keep it (times |x| up to ~10^3) inside the dtype.
+    if not positions.numel():
+        return
     worst = max(abs(int(positions.max()) - center), abs(int(positions.min()) - center))
     exponent = -math.log(zeta0) * worst / scale_base
     limit = math.log(torch.finfo(dtype).max) - math.log(1e3)

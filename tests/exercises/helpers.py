@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import os
 import shutil
 from pathlib import Path
 
@@ -9,6 +11,7 @@ from pecourse.exercises.grade import Limits
 from pecourse.exercises.notebook import (
     build_student_notebook,
     default_exercise_dir,
+    default_source_dir,
     grade_id,
     is_answer_cell,
     read_notebook,
@@ -16,6 +19,7 @@ from pecourse.exercises.notebook import (
     write_notebook,
 )
 
+from .regressions import REGRESSIONS
 from .wrong_answers import WRONG
 from .wrong_answers_more import WRONG_MORE
 
@@ -39,6 +43,15 @@ def answered(source_nb, replacements: dict[str, str] | None = None):
     return nb
 
 
+def typed(source_nb, replacements: dict[str, str]):
+    """The handed-out notebook with only ``replacements`` typed in (other answers stubbed)."""
+    nb = build_student_notebook(source_nb)
+    for cell in nb.cells:
+        if is_answer_cell(cell) and grade_id(cell) in replacements:
+            cell.source = replacements[grade_id(cell)].strip("\n")
+    return nb
+
+
 def make_class(root: Path, students: dict, slugs: list[str]) -> Path:
     """Write ``root/<student>/<slug>.ipynb`` for ``students = {name: kind}``."""
     for student, kind in students.items():
@@ -54,6 +67,9 @@ def make_class(root: Path, students: dict, slugs: list[str]) -> Path:
                 write_notebook(answered(src, WRONG[slug][0]), target)
             elif kind == "wrong_more":
                 write_notebook(answered(src, WRONG_MORE[slug][0]), target)
+            elif kind == "regressions":
+                if slug in REGRESSIONS[student]:
+                    write_notebook(answered(src, REGRESSIONS[student][slug][0]), target)
             else:
                 raise ValueError(kind)
     return root
@@ -61,3 +77,36 @@ def make_class(root: Path, students: dict, slugs: list[str]) -> Path:
 
 def default_source_dir_path(slug: str) -> Path:
     return next(p for p in SOURCES if p.stem == slug)
+
+
+def tree_digest(folder: Path) -> str:
+    """A digest of every file's path and bytes under ``folder``."""
+    h = hashlib.sha256()
+    for path in sorted(Path(folder).rglob("*")):
+        if path.is_file():
+            h.update(str(path.relative_to(folder)).encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()
+
+
+def processes_matching(marker: str, uid_from: int | None = None) -> list[str]:
+    """Processes whose command line contains ``marker`` (or whose uid is >= ``uid_from``)."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            cmd = (
+                Path(f"/proc/{pid}/cmdline")
+                .read_bytes()
+                .replace(b"\0", b" ")
+                .decode(errors="replace")
+            )
+            uid = os.stat(f"/proc/{pid}").st_uid
+        except OSError:
+            continue
+        if marker in cmd or (uid_from is not None and uid >= uid_from):
+            found.append(f"{pid} uid={uid} {cmd.strip()}")
+    return found
+
+
+SOLUTIONS_DIR = default_source_dir()

@@ -1,32 +1,86 @@
-"""``pecourse check``: a learner runs a notebook and sees each part passed or failed."""
+"""``pecourse check`` runs exactly what grading runs, on the visible tests: one verdict."""
 
 from __future__ import annotations
 
+import re
+
+import pytest
+
 from pecourse.cli import main as pecourse_main
+from pecourse.exercises.check import check_notebooks, format_report
 from pecourse.exercises.notebook import read_notebook, write_notebook
 
-from .helpers import SOURCES, answered
-from .wrong_answers import WRONG
-
-SLUG = "09_sinusoidal_positional_encodings"
+from .conftest import SLUG
+from .helpers import SLUGS, SOURCES, answered
 
 
-def test_check_reports_each_part_with_its_hint(tmp_path, capsys):
+@pytest.fixture(scope="module")
+def hint_notebook(tmp_path_factory):
+    """Part 1 right, part 2 wrong in a way the visible test sees, part 3 does not parse."""
     source = read_notebook(SOURCES[0].parent / f"{SLUG}.ipynb")
-    # Part 1 right, part 2 wrong in a way the visible test sees, part 3 does not parse.
     nb = answered(
         source,
         {
-            "answer_shift": "def shift_matrix(delta, dim, base=10000.0):\n"
-            "    return torch.eye(dim)",
+            "answer_shift": "def shift_matrix(delta, dim, base=10000.0):\n    return torch.eye(dim)",
             "answer_wavelengths": "def wavelengths(dim, base=10000.0):\n    return 2 *",
         },
     )
-    path = tmp_path / f"{SLUG}.ipynb"
+    path = tmp_path_factory.mktemp("hint") / f"{SLUG}.ipynb"
     write_notebook(nb, path)
-    code = pecourse_main(["check", str(path)])
-    out = capsys.readouterr().out
-    assert code == 1
+    return path
+
+
+@pytest.fixture(scope="module")
+def checked(class_dir, hostile, hint_notebook):
+    """One check run (one grading server) over every notebook the tests below look at."""
+    paths = [class_dir / "cyd" / f"{slug}.ipynb" for slug in SLUGS]
+    paths += [
+        hostile.root / s / f"{SLUG}.ipynb" for s in ("added_cell", "duplicated", "atk_reference")
+    ]
+    return check_notebooks(paths + [hint_notebook])
+
+
+def _numbers(text: str) -> str:
+    return re.sub(r"-?\d+\.\d+(e-?\d+)?", "<x>", text)
+
+
+def test_check_agrees_with_grade_on_every_part(checked, class_dir, class_rows, hostile):
+    graded = {(r.student, r.exercise, r.part): r for r in class_rows}
+    graded.update({(s, SLUG, p): r for (s, p), r in hostile.rows.items()})
+    compared = 0
+    for path, parts in checked.items():
+        path = str(path)
+        if "/hint" in path:
+            continue
+        student = path.split("/")[-2]
+        slug = path.split("/")[-1].removesuffix(".ipynb")
+        for part in parts:
+            row = graded[(student, slug, part.part)]
+            if row.points == row.max_points:
+                assert part.passed, (student, slug, part.part, part.hint)
+            if not part.passed:
+                # the same failure, found by the same (visible) assertion
+                assert row.points == 0, (student, slug, part.part)
+                # (random test data differ: grading also draws for the hidden tests)
+                assert _numbers(row.reason.split("; ")[0]) == _numbers(part.hint.split("; ")[0]), (
+                    row.reason,
+                    part.hint,
+                )
+            compared += 1
+    assert compared >= 50
+    # the added cell's helper and the duplicated answer work in both
+    assert all(p.passed for p in checked[str(hostile.root / "duplicated" / f"{SLUG}.ipynb")])
+    added = {p.part: p.passed for p in checked[str(hostile.root / "added_cell" / f"{SLUG}.ipynb")]}
+    assert added["test_table"]
+
+
+def test_check_applies_the_reference_policy(checked, hostile):
+    parts = checked[str(hostile.root / "atk_reference" / f"{SLUG}.ipynb")]
+    assert parts[0].hint.startswith("policy: ")
+
+
+def test_check_reports_each_part_with_its_hint(checked, hint_notebook):
+    out = format_report(hint_notebook, checked[str(hint_notebook)])
     assert "[PASS] test_table (2 points)" in out
     assert "[FAIL] test_shift (2 points)" in out
     assert "M(3) @ PE(t) should equal PE(t + 3)" in out  # the hint from the assertion
@@ -35,18 +89,6 @@ def test_check_reports_each_part_with_its_hint(tmp_path, capsys):
     assert "1/3 parts passed, 2/6 points" in out
 
 
-def test_grade_a_single_notebook(tmp_path, capsys):
-    """``pecourse grade NOTEBOOK``: one learner, one exercise, graded like a class of one."""
-    source = read_notebook(SOURCES[0].parent / f"{SLUG}.ipynb")
-    path = tmp_path / f"{SLUG}.ipynb"
-    write_notebook(answered(source, WRONG[SLUG][0]), path)
-    out = tmp_path / "one.csv"
-    assert pecourse_main(["grade", str(path), "--out", str(out), "--quiet"]) == 0
-    lines = out.read_text().splitlines()
-    assert lines[0] == "student,exercise,part,points,max_points,reason"
-    assert [line.split(",")[2:5] for line in lines[1:]] == [
-        ["test_table", "2", "2"],
-        ["test_shift", "2", "2"],
-        ["test_wavelengths", "0", "2"],
-    ]
-    assert "1 student(s), 1 exercise(s)" in capsys.readouterr().out
+def test_check_of_a_missing_file(capsys, tmp_path):
+    assert pecourse_main(["check", str(tmp_path / "nope.ipynb")]) == 2
+    assert "no such notebook" in capsys.readouterr().err

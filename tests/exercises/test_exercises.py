@@ -4,12 +4,21 @@ from __future__ import annotations
 
 import csv
 import json
-import sqlite3
 
 import pytest
 
 from pecourse.cli import main as pecourse_main
 from pecourse.course import CONCEPTS
+from pecourse.exercises.grade import (
+    CSV_COLUMNS,
+    Row,
+    export_csv,
+    grade_class,
+    read_sqlite,
+    scan_class,
+    write_csv,
+    write_sqlite,
+)
 from pecourse.exercises.notebook import (
     BEGIN_HIDDEN,
     BEGIN_SOLUTION,
@@ -24,6 +33,7 @@ from pecourse.exercises.notebook import (
 )
 
 from .helpers import SLUGS, SOURCES
+from .regressions import REGRESSIONS
 from .wrong_answers import WRONG
 from .wrong_answers_more import WRONG_MORE
 
@@ -132,30 +142,115 @@ def test_wrong_answer_gets_partial_credit(class_rows, slug, student):
     assert 0 < got < most
 
 
-def test_cli_grade_writes_csv_sqlite_summary_and_is_deterministic(
+@pytest.mark.parametrize(
+    "student,slug",
+    [(student, slug) for student, by_slug in REGRESSIONS.items() for slug in by_slug],
+)
+def test_review_regressions(class_rows, student, slug):
+    """Right answers once refused now pass; wrong answers once missed now fail."""
+    expected = REGRESSIONS[student][slug][1]
+    rows = [r for r in class_rows if r.student == student and r.exercise == slug]
+    failed = {r.part for r in rows if r.points < r.max_points}
+    assert rows and failed == expected, {r.part: r.reason for r in rows}
+
+
+def test_missing_notebooks_are_zero_without_running(class_rows):
+    rows = [
+        r
+        for r in class_rows
+        if r.student == "eve" and r.exercise == "01_learned_absolute_positions"
+    ]
+    assert rows and all(r.points == 0 and r.reason == "no submission" for r in rows)
+
+
+def test_hidden_failures_say_expected_and_got(class_rows):
+    """A failing hidden assertion names the call, what was expected, what came back, a hint."""
+    reason = next(
+        r.reason
+        for r in class_rows
+        if (r.student, r.exercise, r.part)
+        == ("cyd", "09_sinusoidal_positional_encodings", "test_wavelengths")
+    )
+    assert reason.startswith("AssertionError: wavelengths(8, 10000.0): ")
+    assert "expected" in reason and "got" in reason and "hint:" in reason
+    dtype = next(
+        r.reason
+        for r in class_rows
+        if (r.student, r.exercise, r.part) == ("eve", "03_alibi", "test_slopes")
+    )
+    assert "expected dtype float64, got float32" in dtype
+
+
+def test_cli_grade_one_notebook_updates_the_whole_gradebook(
     class_dir, class_rows, tmp_path, capsys
 ):
-    """``pecourse grade`` on the same class again: the same gradebook, row for row."""
+    """``pecourse grade NOTEBOOK --student NAME``: graded like a class of one, into a gradebook
+    that already holds the class; the CSV is rebuilt from the SQLite file, every exercise."""
+    db = tmp_path / "gradebook.sqlite"
     out = tmp_path / "gradebook.csv"
-    code = pecourse_main(["grade", str(class_dir), "--out", str(out), "--jobs", "2", "--quiet"])
+    write_sqlite(class_rows, db)
+    slug = "09_sinusoidal_positional_encodings"
+    notebook = class_dir / "cyd" / f"{slug}.ipynb"
+    assert pecourse_main(["grade", str(notebook), "--out", str(out), "--quiet"]) == 2
+    assert "--student" in capsys.readouterr().err
+    code = pecourse_main(
+        ["grade", str(notebook), "--student", "=cyd again", "--out", str(out), "--quiet"]
+    )
     assert code == 0
     printed = capsys.readouterr().out
-    assert "4 student(s)" in printed and "passed" in printed
-    assert all(slug in printed for slug in SLUGS)
+    assert "1 student(s), 1 exercise(s)" in printed
     with open(out, newline="") as f:
         table = list(csv.DictReader(f))
-    assert list(table[0]) == ["student", "exercise", "part", "points", "max_points", "reason"]
-    assert [(r["student"], r["exercise"], r["part"]) for r in table] == [
-        (r.student, r.exercise, r.part) for r in class_rows
+    assert list(table[0]) == list(CSV_COLUMNS)
+    # the whole class is still there, and the new student (a name that starts like a formula)
+    mine = [r for r in table if r["student"] == "'=cyd again"]
+    cyd = [r for r in class_rows if r.student == "cyd" and r.exercise == slug]
+    assert [(r["part"], float(r["points"]), r["reason"]) for r in mine] == [
+        (r.part, r.points, r.reason) for r in cyd
+    ], "the same notebook gets the same grades, row for row"
+    assert len(table) == len(class_rows) + len(cyd)
+    stored = read_sqlite(db)
+    assert [
+        (r.student, r.exercise, r.part, r.points, r.reason)
+        for r in stored
+        if r.student != "=cyd again"
+    ] == [(r.student, r.exercise, r.part, r.points, r.reason) for r in class_rows]
+
+
+def test_gradebook_regrade_replaces_only_its_rows(tmp_path):
+    db = tmp_path / "book.sqlite"
+    rows = [
+        Row("a", "e1", "p", 1.0, 2.0, "x", "namespaces"),
+        Row("a", "e2", "p", 2.0, 2.0, "", "namespaces"),
     ]
-    assert [(float(r["points"]), r["reason"]) for r in table] == [
-        (r.points, r.reason) for r in class_rows
-    ]
-    with sqlite3.connect(tmp_path / "gradebook.sqlite") as db:
-        stored = db.execute(
-            "SELECT student, exercise, part, points, max_points, reason FROM grades "
-            "ORDER BY student, exercise"
-        ).fetchall()
-    assert sorted(stored) == sorted(
-        (r.student, r.exercise, r.part, r.points, r.max_points, r.reason) for r in class_rows
+    write_sqlite(rows, db)
+    write_sqlite([Row("a", "e1", "p", 2.0, 2.0, "", "namespaces")], db)
+    assert [(r.exercise, r.points) for r in read_sqlite(db)] == [("e1", 2.0), ("e2", 2.0)]
+    written = export_csv(db, tmp_path / "book.csv")
+    assert len(written) == 2 and (tmp_path / "book.csv").read_text().count("\n") == 3
+
+
+@pytest.mark.parametrize("text", ["=1+1", "+1", "-1", "@SUM(A1)", "\tx"])
+def test_csv_escapes_formula_starters(tmp_path, text):
+    write_csv([Row(text, "e", "p", 0.0, 1.0, text, "")], tmp_path / "b.csv")
+    with open(tmp_path / "b.csv", newline="") as f:
+        row = list(csv.reader(f))[1]
+    assert row[0] == "'" + text and row[5] == "'" + text
+
+
+def test_misnamed_notebooks_are_reported(tmp_path, capsys):
+    (tmp_path / "ann").mkdir()
+    (tmp_path / "ann" / "09_sinusoidal (1).ipynb").write_text("{}")
+    (tmp_path / "bob").mkdir()
+    found, stray = scan_class(tmp_path, SLUGS)
+    assert stray == {"ann": ["09_sinusoidal (1).ipynb"]}
+    assert found["09_sinusoidal_positional_encodings"] == {"ann": None, "bob": None}
+    rows = grade_class(tmp_path, exercises=["09_sinusoidal_positional_encodings"], progress=True)
+    reason = next(r.reason for r in rows if r.student == "ann")
+    assert (
+        reason
+        == "no submission (found '09_sinusoidal (1).ipynb': rename it to 09_sinusoidal_positional_encodings.ipynb)"
     )
+    err = capsys.readouterr().err
+    assert "misnamed notebook(s) not graded: 09_sinusoidal (1).ipynb" in err
+    assert "grading" not in err, "no notebook to run: no progress bar, no grading server"

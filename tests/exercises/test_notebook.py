@@ -6,6 +6,7 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
+from pecourse.exercises.grade import _dependency_notes
 from pecourse.exercises.notebook import (
     assemble_graded,
     build_student_notebook,
@@ -13,6 +14,7 @@ from pecourse.exercises.notebook import (
     strip_hidden_tests,
     strip_solutions,
 )
+from pecourse.exercises.policy import reference_uses
 
 
 def meta(gid, *, grade=False, solution=False, locked=False, points=None):
@@ -94,14 +96,69 @@ def test_assemble_takes_answers_from_the_student_and_everything_else_from_the_so
     student.cells[1].source = "import math\nmath.pi = 3"  # a locked cell, edited
     student.cells[2].source = "def f(x):\n    return x + x"
     student.cells[3].source = "pass"  # the test, weakened
-    student.cells.append(new_code_cell("f = lambda x: 0"))  # an extra cell: not run
+    student.cells.insert(2, new_code_cell("import cmath"))  # added cells run where they stand
+    student.cells.append(new_code_cell("f = lambda x: 0"))
     graded = assemble_graded(source_nb(), student)
     assert graded.cells == [
         ("import math", "setup", "setup"),
+        ("import cmath", None, "added"),
         ("def f(x):\n    return x + x", "answer_f", "answer"),
         (source_nb().cells[3].source, "test_f", "test"),
+        ("f = lambda x: 0", None, "added"),
     ]
     assert graded.notes == {"test_f": ["test cell edited by the student; graded with the original"]}
+    assert graded.answer_names == ["f"] and graded.owner == {"test_f": "answer_f"}
+
+
+def test_assemble_grades_the_last_copy_of_a_duplicated_answer():
+    student = build_student_notebook(source_nb())
+    copy = new_code_cell("def f(x):\n    return 2 * x", metadata=student.cells[2].metadata)
+    student.cells.insert(3, copy)
+    graded = assemble_graded(source_nb(), student)
+    assert [c for c in graded.cells if c[2] == "answer"] == [
+        ("def f(x):\n    return 2 * x", "answer_f", "answer")
+    ]
+    assert graded.notes["test_f"] == [
+        "answer cell answer_f appears 2 times; the last copy was graded"
+    ]
+
+
+def test_dependency_notes_name_the_failing_earlier_part():
+    nb = source_nb()
+    nb.cells.append(
+        new_code_cell(
+            "def g(x):\n    ### BEGIN SOLUTION\n    return f(x) + 1\n    ### END SOLUTION",
+            metadata=meta("answer_g", solution=True),
+        )
+    )
+    nb.cells.append(
+        new_code_cell(
+            "assert g(1) == 3", metadata=meta("test_g", grade=True, locked=True, points=1)
+        )
+    )
+    graded = assemble_graded(nb, nb)  # the student wrote the solution's g, which calls f
+    notes = _dependency_notes(graded, {"test_f", "test_g"})
+    assert (
+        list(notes) == ["test_g"]
+        and "uses f (answer cell answer_f), whose part test_f failed" in notes["test_g"][0]
+    )
+    assert _dependency_notes(graded, {"test_g"}) == {}
+
+
+@pytest.mark.parametrize(
+    "code,uses",
+    [
+        ("from pecourse.positions.rope import apply_rope", ["pecourse.positions.rope"]),
+        ("import pecourse.positions as P\nP.x", ["pecourse.positions"]),
+        ("m = __import__('pecourse.positions.alibi')", ["pecourse.positions.alibi"]),
+        ("import importlib\nimportlib.import_module('pecourse')", ["pecourse"]),
+        ("import sys\nsys.modules['pecourse.positions']", ["pecourse.positions"]),
+        ("%matplotlib inline\nimport torch  # pecourse is mentioned only here", []),
+        ('def f():\n    """Like pecourse.positions.rope."""\n    return 1', []),
+    ],
+)
+def test_reference_policy_reads_the_code(code, uses):
+    assert reference_uses(code) == uses
 
 
 def test_assemble_notes_missing_and_deleted_cells():

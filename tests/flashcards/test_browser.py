@@ -1,4 +1,5 @@
-"""End to end in a real browser: JupyterLab runs the quiz cell, a click on Good is saved.
+"""End to end in a real browser: JupyterLab runs the quiz cell, a cloze card shows its blank
+and then its answer, and a click on Good is saved.
 
 Drives Debian's ``/usr/bin/chromium`` through Python playwright (never ``playwright
 install``). Skips when chromium is missing, unless ``PECOURSE_REQUIRE_BROWSER=1`` (CI), in
@@ -150,8 +151,23 @@ def test_quiz_in_jupyterlab_saves_a_review(lab):
             page.keyboard.press("Shift+Enter")
             show = page.get_by_role("button", name="Show answer")
             show.wait_for()
-            assert "concept 03" in page.locator(".jp-OutputArea").first.inner_text()
+            output = page.locator(".jp-OutputArea").first
+            assert "concept 03" in output.inner_text()
+            # The first ALiBi card is a cloze card: its deletion shows as a blank ...
+            assert alibi[0].is_cloze
+            assert "[…]" in output.inner_text() and "{{c1::" not in output.inner_text()
+            filled = output.locator(".widget-htmlmath strong").first  # in the hidden back
+            assert not filled.is_visible()
             show.click()
+            # ... and "Show answer" fills it in, marked, with MathJax rendering it.
+            filled.wait_for(state="visible")
+            assert (
+                output.locator(
+                    ".widget-htmlmath strong mjx-container, .widget-htmlmath strong .MathJax"
+                ).count()
+                >= 1
+            )
+            assert "{{c1::" not in output.inner_text()
             good = page.get_by_role("button", name="Good", exact=True)
             good.wait_for()
             good.click()

@@ -17,6 +17,19 @@ def test_stats_on_a_fresh_database(data_dir, capsys):
     assert main(["cards", "stats", "--json"]) == 0
     stats = json.loads(capsys.readouterr().out)
     assert stats["total"]["new"] == 157 and stats["concepts"]["08_rope"]["cards"] == 12
+    assert stats["retired"] == {}
+
+
+def test_stats_report_retired_history(data_dir, capsys):
+    store = ProgressStore()
+    store.review("base-bound-4k", "good")  # an id retired in the rewrite, reviewed before it
+    store.review("rope-definition", "good")
+    assert main(["cards", "stats", "--json"]) == 0
+    stats = json.loads(capsys.readouterr().out)
+    assert stats["retired"] == {"base-bound-4k": 1}
+    assert stats["total"]["reviews"] == 1 and stats["total"]["new"] == 156
+    assert main(["cards", "stats"]) == 0
+    assert "retired cards with history kept (never shown): 1, 1 reviews" in capsys.readouterr().out
 
 
 def test_review_in_the_terminal(data_dir, capsys, monkeypatch):
@@ -24,7 +37,10 @@ def test_review_in_the_terminal(data_dir, capsys, monkeypatch):
     assert main(["cards", "review", "--concept", "3"]) == 0
     out = capsys.readouterr().out
     alibi = load_deck(3)
-    assert alibi[0].front in out and alibi[0].back in out and alibi[1].front in out
+    assert alibi[0].is_cloze  # the first ALiBi card is a cloze card: blank first, then filled
+    assert alibi[0].question() in out and alibi[0].answer() in out and alibi[1].question() in out
+    before_answer = out.split(alibi[0].answer())[0]
+    assert "[…]" in before_answer and "{{c1::" not in out
     assert "Please type 1, 2, 3, 4 or q." in out and "Reviewed 2 cards." in out
     ratings = [(r["card_id"], r["rating"]) for r in ProgressStore().reviews()]
     assert ratings == [(alibi[0].id, 3), (alibi[1].id, 1)]
@@ -57,7 +73,8 @@ def test_export_and_reset(data_dir, tmp_path, capsys, monkeypatch):
     )
     assert zipfile.is_zipfile(anki)
     assert len(json.loads(deck.read_text())) == 157
-    assert len(json.loads(progress.read_text())["reviews"]) == 1
+    exported = json.loads(progress.read_text())
+    assert len(exported["reviews"]) == 1 and exported["reviews"][0]["retired"] is False
     assert main(["cards", "export"]) == 2
     assert main(["cards", "reset"]) == 1
     assert "--yes" in capsys.readouterr().err

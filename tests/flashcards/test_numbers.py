@@ -1,218 +1,159 @@
-"""Every number a card states is recomputed: from the formula here, and from the package.
+"""Every number and formula a card states is recomputed from the package.
 
-A card with a number carries ``check = {"fn", "args", "value", ...}`` (optionally
-``rel_tol``, ``greater_than`` and ``also``: more argument sets with their values).
-``FORMULAS`` recompute each from first principles in this file; ``PACKAGE`` asks the
-course's own modules, so a card, the formula and the package can never drift apart.
+The checks live in ``pecourse.flashcards.checks``; this file runs each card's checks, makes
+sure a card cannot state a number without one, and shows that a check fails when the card's
+number, formula or function is wrong (nothing is skipped: a missing package function is a
+failing check).
 """
 
-import importlib
+import dataclasses
+import inspect
 import math
+import re
 
-import numpy as np
 import pytest
 
-from pecourse.flashcards.deck import load_deck
+from pecourse.flashcards import checks as checks_module
+from pecourse.flashcards.checks import CHECKS, run_check, run_checks
+from pecourse.flashcards.deck import Flashcard, load_deck
+from pecourse.flashcards.lint import _number_problems
+from pecourse.flashcards.numbers import (
+    formula_to_sympy,
+    number_tokens,
+    tokens_of_written,
+    written_value,
+)
 
-CHECKED = [c for c in load_deck() if c.check]
-DEFAULT_REL_TOL = 1e-4
-
-
-def _alibi_slopes(n_heads):
-    def power_of_two(n):
-        start = 2 ** (-8 / n)
-        return [start ** (k + 1) for k in range(n)]
-
-    if math.log2(n_heads).is_integer():
-        return power_of_two(n_heads)
-    closest = 2 ** math.floor(math.log2(n_heads))
-    return power_of_two(closest) + power_of_two(2 * closest)[0::2][: n_heads - closest]
-
-
-def _t5_bucket(relative_position, bidirectional, num_buckets, max_distance):
-    # Raffel et al. 2020, as in mesh-tensorflow / transformers' T5Attention.
-    bucket = 0
-    if bidirectional:
-        num_buckets //= 2
-        bucket += num_buckets if relative_position > 0 else 0
-        n = abs(relative_position)
-    else:
-        n = max(-relative_position, 0)
-    max_exact = num_buckets // 2
-    if n < max_exact:
-        return bucket + n
-    large = max_exact + int(
-        math.log(n / max_exact) / math.log(max_distance / max_exact) * (num_buckets - max_exact)
-    )
-    return bucket + min(large, num_buckets - 1)
-
-
-def _rope_wavelength(base, head_dim, which):
-    i = {"fastest": 0, "slowest": head_dim // 2 - 1}[which]
-    return 2 * math.pi / base ** (-2 * i / head_dim)
-
-
-def _base_lower_bound(context_length, head_dim):
-    """Men et al. 2024: the smallest base with sum_i cos(m θ_i) >= 0 for all m <= L (grid scan)."""
-    m = np.arange(context_length + 1, dtype=np.float64)[:, None]
-    exponent = np.arange(0, head_dim, 2, dtype=np.float64) / head_dim
-    base = 1000.0
-    while base < 1e12:
-        if np.cos(m * base**-exponent).sum(axis=1).min() >= 0:
-            return base
-        base *= 1.05
-    raise AssertionError("no base found")
-
-
-def _ntk_frequency_ratios(base, factor, head_dim):
-    # θ'_i / θ_i = s^{-2i/(d-2)}: 1 for the fastest pair, 1/s for the slowest.
-    return [factor ** (-2 * i / (head_dim - 2)) for i in (0, head_dim // 2 - 1)]
-
-
-FORMULAS = {
-    "ntk_frequency_ratios": _ntk_frequency_ratios,
-    "sinusoidal_norm": lambda dim: math.sqrt(dim / 2),
-    "alibi_slopes": _alibi_slopes,
-    "ntk_base": lambda base, factor, head_dim: base * factor ** (head_dim / (head_dim - 2)),
-    "yarn_mscale": lambda factor: 0.1 * math.log(factor) + 1,
-    "rope_wavelength": _rope_wavelength,
-    "t5_bucket": _t5_bucket,
-    "rope_base_lower_bound": _base_lower_bound,
-    "expr": lambda expr: eval(expr, {"__builtins__": {}, "math": math}),
-}
-
-
-def _module(name):
-    try:
-        return importlib.import_module(name)
-    except ModuleNotFoundError as exc:
-        if exc.name != name:
-            raise
-        pytest.skip(f"{name} is not in the package yet")
-
-
-def _pkg_alibi(n_heads):
-    return _module("pecourse.positions.alibi").slopes(n_heads).tolist()
-
-
-def _pkg_ntk_base(base, factor, head_dim):
-    inv_freq, attention_factor = _module("pecourse.positions.rope_scaling").SCALINGS["ntk"](
-        head_dim, base, factor=factor
-    )
-    assert attention_factor == 1.0
-    # θ_1 = b'^{-2/d}, so b' = θ_1^{-d/2}
-    return float(inv_freq[1]) ** (-head_dim / 2)
-
-
-def _pkg_yarn_mscale(factor):
-    scaling = _module("pecourse.positions.rope_scaling")
-    _inv, attention_factor = scaling.SCALINGS["yarn"](
-        128, 10000.0, factor=factor, original_max_position=4096
-    )
-    assert attention_factor == pytest.approx(scaling.yarn_mscale(factor))
-    return attention_factor
-
-
-def _pkg_wavelength(base, head_dim, which):
-    inv_freq = _module("pecourse.positions.rope").inv_freq(head_dim, base)
-    return 2 * math.pi / float(inv_freq[0 if which == "fastest" else -1])
-
-
-def _pkg_t5_bucket(relative_position, **kwargs):
-    import torch
-
-    relative = _module("pecourse.positions.relative")
-    return int(relative.t5_bucket(torch.tensor([relative_position]), **kwargs)[0])
-
-
-def _pkg_base_bound(context_length, head_dim):
-    derivations = _module("pecourse.derivations")
-    if not hasattr(derivations, "rope_base_lower_bound"):
-        pytest.skip("pecourse.derivations.rope_base_lower_bound is not written yet")
-    return float(derivations.rope_base_lower_bound(context_length, head_dim))
-
-
-def _pkg_ntk_ratios(base, factor, head_dim):
-    scaling = _module("pecourse.positions.rope_scaling")
-    scaled, _ = scaling.SCALINGS["ntk"](head_dim, base, factor=factor)
-    plain, _ = scaling.SCALINGS["default"](head_dim, base)
-    ratio = (scaled / plain).tolist()
-    return [ratio[0], ratio[-1]]
-
-
-def _pkg_sinusoidal_norm(dim):
-    table = _module("pecourse.positions.absolute").sinusoidal_table(4096, dim, dtype=_float64())
-    norms = table.norm(dim=-1)
-    assert float(norms.max() - norms.min()) < 1e-9  # the same at every position
-    return float(norms[0])
-
-
-def _float64():
-    import torch
-
-    return torch.float64
-
-
-PACKAGE = {
-    "ntk_frequency_ratios": _pkg_ntk_ratios,
-    "sinusoidal_norm": _pkg_sinusoidal_norm,
-    "alibi_slopes": _pkg_alibi,
-    "ntk_base": _pkg_ntk_base,
-    "yarn_mscale": _pkg_yarn_mscale,
-    "rope_wavelength": _pkg_wavelength,
-    "t5_bucket": _pkg_t5_bucket,
-    "rope_base_lower_bound": _pkg_base_bound,
-}
-
-
-def _cases(check):
-    """(fn, args, stated value, tolerances) for the main check and each ``also`` entry."""
-    yield check["fn"], check["args"], check["value"], check
-    for extra in check.get("also", []):
-        yield extra.get("fn", check["fn"]), extra["args"], extra["value"], extra
-
-
-def _assert_matches(got, check, stated):
-    rel = check.get("rel_tol", DEFAULT_REL_TOL)
-    if "greater_than" in check:
-        assert got > check["greater_than"]
-    if isinstance(stated, (list, tuple)):
-        assert len(got) == len(stated)
-        for g, s in zip(got, stated):
-            assert g == pytest.approx(s, rel=rel)
-    elif isinstance(stated, bool):
-        assert got is stated or got == stated
-    else:
-        assert got == pytest.approx(stated, rel=rel)
-
-
-def test_numeric_cards_exist_for_every_package_fact():
-    fns = {c.check["fn"] for c in CHECKED}
-    assert set(PACKAGE) <= fns
-    assert all(fn in FORMULAS for c in CHECKED for fn, *_ in _cases(c.check))
+CARDS = load_deck()
+CHECKED = [c for c in CARDS if c.checks]
+BY_ID = {c.id: c for c in CARDS}
 
 
 @pytest.mark.parametrize("card", CHECKED, ids=lambda c: c.id)
-def test_card_number_matches_formula(card):
-    for fn, args, stated, tol in _cases(card.check):
-        _assert_matches(FORMULAS[fn](**args), tol, stated)
+def test_card_numbers_match_the_package(card):
+    assert run_checks(card) == []
+
+
+def test_the_deck_states_no_number_without_a_check():
+    problems = [p for c in CARDS for p in _number_problems(c, c.id)]
+    assert problems == []
+    assert len(CHECKED) >= 35  # numbers and formulas are common; a check per card that has one
+
+
+def test_numeric_card_without_a_check_is_caught():
+    card = BY_ID["t5-bucket-100"]
+    bare = dataclasses.replace(card, checks=())
+    problems = _number_problems(bare, bare.id)
+    assert problems and "15" in problems[0] and "31" in problems[0]
+    quoted = dataclasses.replace(bare, quoted=("15", "31", "99"))
+    assert any("99" in p for p in _number_problems(quoted, quoted.id))  # quoted but absent
+
+
+def _package_reaching(name, seen=None):
+    """True when CHECKS[name] imports the package (or sympy, torch, transformers), directly or
+    through another registered check."""
+    seen = set() if seen is None else seen
+    seen.add(name)
+    source = inspect.getsource(CHECKS[name])
+    if re.search(r"^\s*(from|import) (pecourse|sympy|torch|transformers)\b", source, re.M):
+        return True
+    called = {n for n in CHECKS if n not in seen and re.search(rf"\b{n}\(", source)}
+    return any(_package_reaching(n, seen) for n in called)
+
+
+@pytest.mark.parametrize("name", sorted(CHECKS))
+def test_every_check_function_computes_from_the_package(name):
+    assert _package_reaching(name), f"{name} does not compute from pecourse/sympy/torch"
+
+
+def test_every_card_check_uses_a_registered_function():
+    used = {spec["fn"] for c in CHECKED for spec in c.checks}
+    assert used <= set(CHECKS)
+    assert not set(CHECKS) - used, f"registered but unused: {sorted(set(CHECKS) - used)}"
+
+
+def _with_text(card, old, new):
+    checks = [dict(s, **{k: s[k].replace(old, new) for k in ("text", "formula") if k in s})
+              for s in card.checks]  # fmt: skip
+    return dataclasses.replace(
+        card, front=card.front.replace(old, new), back=card.back.replace(old, new), checks=checks
+    )
 
 
 @pytest.mark.parametrize(
-    "card", [c for c in CHECKED if c.check["fn"] in PACKAGE], ids=lambda c: c.id
+    "card_id, old, new",
+    [
+        ("t5-last-bucket-start", "91", "128"),  # the old card's wrong belief
+        ("yarn-temperature-s4", "1.296", "1.139"),
+        ("alibi-slopes-12-heads", "2^{-3.5}", "2^{-4.5}"),
+        ("base-critical-dimension", "92", "94"),
+        ("ntk-aware-base", r"s^{d/(d-2)}", r"s^{(d-2)/d}"),  # the tempting exponent
+        ("sin-dot-product", r"\cos(\Delta\,\omega_i)", r"\sin(\Delta\,\omega_i)"),
+        ("nope-bos-counter", "1/(t+1)", "1/t"),
+    ],
 )
-def test_card_number_matches_package(card):
-    for fn, args, stated, tol in _cases(card.check):
-        if fn in PACKAGE:
-            _assert_matches(PACKAGE[fn](**args), tol, stated)
+def test_a_wrong_number_or_formula_fails(card_id, old, new):
+    card = BY_ID[card_id]
+    assert old in card.front + card.back
+    assert run_checks(_with_text(card, old, new)), f"{old} -> {new} went unnoticed"
 
 
-def test_stated_numbers_appear_in_the_card_text():
-    # Guards against a check whose value no longer matches the prose.
-    text = {c.id: c.front + c.back for c in CHECKED}
-    assert "40\\,890" in text["ntk-base-s4"]
-    assert "1.139" in text["yarn-temperature-s4"] and "1.347" in text["yarn-temperature-s32"]
-    assert "54\\,400" in text["rope-slowest-wavelength-10k"]
-    assert "2.56" in text["base-slowest-500k"]
-    assert "15" in text["t5-bucket-100"] and "31" in text["t5-bucket-100"]
-    assert "2^{-3.5}" in text["alibi-slopes-12-heads"]
+def test_the_old_base_bound_card_would_fail():
+    # The retired base-bound-4k said "about 4e4"; the bound is 2.7e4 and 4e4 itself fails.
+    card = BY_ID["base-smallest-admissible-4k"]
+    assert run_checks(_with_text(card, r"2.7\times 10^4", r"4\times 10^4"))
+
+
+def test_missing_or_broken_functions_fail_instead_of_skipping(monkeypatch):
+    card = BY_ID["t5-bucket-100"]
+    spec = dict(card.checks[0], fn="no_such_check")
+    assert "no such check function" in run_check(card, spec)[0]
+
+    def broken(**kwargs):
+        raise ImportError("pecourse.positions.relative has no t5_bucket")
+
+    monkeypatch.setitem(CHECKS, "t5_bucket_of", broken)
+    problems = run_checks(card)
+    assert len(problems) == 2 and all("ImportError" in p for p in problems)
+
+
+def test_check_text_must_be_on_the_card():
+    card = BY_ID["t5-bucket-100"]
+    spec = dict(card.checks[0], text="16")
+    assert "does not occur" in run_check(card, spec)[0]
+    assert "exactly one of" in run_check(card, {"fn": "t5_bucket_of", "args": {}})[0]
+
+
+def test_written_values_and_their_tolerance():
+    assert written_value("54{,}400", sig=3) == (54400.0, 50.0)
+    assert written_value(r"54\,400") == (54400.0, 0.5)
+    assert written_value("1.139") == (1.139, pytest.approx(0.0005))
+    value, tol = written_value(r"2.7\times 10^4")
+    assert value == 27000 and tol == pytest.approx(500)
+    assert written_value("2^{-3.5}")[0] == 2**-3.5
+    assert written_value(r"\tfrac1{256}")[0] == 1 / 256
+    assert written_value(r"12.0\%") == (pytest.approx(0.12), pytest.approx(0.0005))
+    with pytest.raises(ValueError, match="cannot read"):
+        written_value("about forty")
+
+
+def test_formulas_are_read_as_printed():
+    b, s, d = (formula_to_sympy(x) for x in ("b", "s", "d"))
+    assert formula_to_sympy(r"b' = b\,s^{d/(d-2)}") == b * s ** (d / (d - 2))
+    ln_form = formula_to_sympy(r"\Delta = \ln(n-1) + \ln\frac{p}{1-p}")
+    assert float(ln_form.subs({"n": 513, "p": 0.5})) == pytest.approx(math.log(512))
+    floor = formula_to_sympy(r"\lfloor (i+1)/8192 \rfloor")
+    assert int(floor.subs("i", 8190)) == 0 and int(floor.subs("i", 8191)) == 1
+    assert str(formula_to_sympy(r"W\Delta r + \Delta c")) == "Delta_c + Delta_r*W"
+
+
+def test_number_tokens_skip_names_citations_and_indices():
+    text = r"GPT-2 in bf16, Llama 3.1, chapter 14 (2023), §3.4, $x_{2i+1}$: 54{,}400 and 1,024 rows"
+    assert number_tokens(text) == ["54400", "1024"]
+    assert tokens_of_written(r"\tfrac1{256}") == {"256"}
+
+
+def test_check_module_documents_both_kinds():
+    doc = checks_module.__doc__
+    assert "**number**" in doc and "**formula**" in doc
+    assert isinstance(CARDS[0], Flashcard)

@@ -6,8 +6,9 @@ import fsrs
 import ipywidgets as widgets
 import pytest
 
-from pecourse.flashcards import quiz
+from pecourse.flashcards import cloze, quiz
 from pecourse.flashcards.deck import load_deck
+from pecourse.flashcards.render import markdown_to_html
 from pecourse.flashcards.store import ProgressStore
 
 ALIBI = load_deck(3)
@@ -47,6 +48,24 @@ def test_show_answer_then_good_updates_schedule_and_database(q, store, clock):
     assert q.current.id == ALIBI[1].id  # the next new card
     assert "Learned <b>1</b>" in q.counts.value and "next due" in q.counts.value
     assert not _visible(q.back)
+
+
+def test_cloze_card_hides_its_deletion_until_the_answer(q):
+    card = q.current
+    assert card.is_cloze  # the ALiBi quiz opens on a cloze card
+    hidden = cloze.deletions(card.front)[0]
+    assert "[…]" in q.front.value and hidden not in q.front.value
+    assert "{{c1::" not in q.front.value + q.back.value
+    q.show_button.click()
+    assert _visible(q.back) and f"<strong>{hidden}</strong>" in q.back.value
+
+
+def test_basic_card_shows_front_then_back(store, clock, scheduler):
+    q = quiz(4, store=store, clock=clock, scheduler=scheduler)
+    card = q.current
+    assert not card.is_cloze  # chapter 04 opens on a basic card
+    assert markdown_to_html(card.front) in q.front.value
+    assert q.back.value == "<hr>" + markdown_to_html(card.back)
 
 
 def test_due_cards_come_before_new_ones(store, clock, scheduler):

@@ -213,3 +213,35 @@ def test_locked_database_is_not_moved_aside(tmp_path, scheduler):
         holder.close()
     assert [p.name for p in tmp_path.iterdir() if "corrupt" in p.name] == []
     assert len(ProgressStore(path).reviews()) == 1
+
+
+def test_retired_ids_keep_their_history_and_are_never_shown(store, scheduler):
+    from pecourse.flashcards import quiz
+    from pecourse.flashcards.deck import load_deck, load_retired
+
+    old = "base-bound-4k"  # reviewed before the rewrite retired it (its fact was wrong)
+    assert old in load_retired()
+    deck16 = [c.id for c in load_deck(16)]
+    deck_ids = [c.id for c in load_deck()]
+    store.review(old, "good", now=T0, scheduler=scheduler)
+    store.review(old, "again", now=T0 + timedelta(days=1), scheduler=scheduler)
+    store.review(deck16[0], "good", now=T0, scheduler=scheduler)
+    later = T0 + timedelta(days=30)  # everything reviewed is due by now
+
+    # Never shown: not in a queue, not counted, not the quiz's card, even when due.
+    assert old not in store.queue(deck_ids, later)
+    assert store.queue(deck16, later)[0] == deck16[0]
+    stats = store.stats(deck_ids, later)
+    assert stats.due == 1 and stats.new == len(deck_ids) - 1 and stats.reviews == 1
+    q = quiz(16, store=store, clock=lambda: later, scheduler=scheduler)
+    assert old not in q.cards and q.current.id == deck16[0]
+
+    # Kept for history: state, log, exports and consistency all still hold it.
+    assert store.retired(deck_ids) == {old: 2}
+    assert [r["rating"] for r in store.reviews(old)] == [3, 1]
+    exported = store.export_progress(deck_ids)
+    assert {c["id"]: c["retired"] for c in exported["cards"]} == {old: True, deck16[0]: False}
+    assert [r["retired"] for r in exported["reviews"]] == [True, True, False]
+    store.reset(deck16)  # resetting a chapter touches only the deck's ids
+    assert store.retired(deck_ids) == {old: 2} and store.card_state(old) is not None
+    assert store.check_consistency() == []

@@ -2,7 +2,9 @@
 package's math reference and against SDPA with a materialised bias (CPU, forward only).
 
 Each test compiles a fresh FlexAttention after clearing dynamo's caches: torch 2.13's CPU
-template can miscompile a second, different score_mod in one process.
+template can miscompile a second, different score_mod in one process. The package checks
+every compiled configuration against eager (tests/kernels/test_verify.py), so these tests
+assert that its *answer* is right on this machine, whichever path gave it.
 """
 
 from __future__ import annotations
@@ -37,17 +39,20 @@ def _qkv(lq, lk, heads=4, kv_heads=2, d=16, seed=0):
 
 
 def test_alibi_equals_math_reference_and_sdpa(compiled):
-    """Causal, grouped-query (4 query heads, 2 key heads), no L x L tensor on the flex side."""
-    q, k, v = _qkv(64, 64)
+    """Causal, grouped-query (4 query heads, 2 key heads), no L x L tensor on the flex side.
+
+    Length 40 is one torch 2.13's compiled CPU kernel got wrong on an AVX2 machine: the
+    package's answer must be right whatever this machine's kernel does."""
+    q, k, v = _qkv(40, 40)
     out = flex.flex_attention_alibi(q, k, v, causal=True, compiled=compiled)
     ref = attention(q, k, v, ALiBi(4, causal=True), causal=True)
     torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)
-    mask = flex.materialised_alibi_mask(4, 64, 64, causal=True)
+    mask = flex.materialised_alibi_mask(4, 40, 40, causal=True)
     kk, vv = k.repeat_interleave(2, 1), v.repeat_interleave(2, 1)
     torch.testing.assert_close(out, F.scaled_dot_product_attention(q, kk, vv, attn_mask=mask))
     # the materialised mask is the package's ALiBi bias plus -inf above the diagonal
-    keep = torch.ones(64, 64, dtype=torch.bool).tril()
-    assert torch.equal(mask[:, keep], alibi_bias(4, 64, 64)[:, keep])
+    keep = torch.ones(40, 40, dtype=torch.bool).tril()
+    assert torch.equal(mask[:, keep], alibi_bias(4, 40, 40)[:, keep])
 
 
 @pytest.mark.slow
@@ -96,9 +101,9 @@ def test_t5_relative_table_matches_t5_bias():
 
 
 def test_eager_flex_equals_reference_without_compile():
+    # (torch warns once per process that eager FlexAttention is slow; the filter above hides it)
     q, k, v = _qkv(32, 32)
-    with pytest.warns(UserWarning):
-        out = flex.flex_attention_alibi(q, k, v, causal=True, compiled=False)
+    out = flex.flex_attention_alibi(q, k, v, causal=True, compiled=False)
     torch.testing.assert_close(out, attention(q, k, v, ALiBi(4), causal=True))
 
 

@@ -12,6 +12,8 @@ import torch
 from pecourse.kernels import rope_cpu
 from pecourse.positions.rope import apply_rope, inv_freq, rope_cos_sin
 
+from .conftest import COMPILE_BACKEND
+
 DTYPES = [torch.float32, torch.float64, torch.bfloat16, torch.float16]
 
 
@@ -25,10 +27,10 @@ def _tables(positions, rotary, dtype):
     return rope_cos_sin(positions, inv_freq(rotary), dtype=math)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _kernel_built():
-    if rope_cpu.backend() != "c":
-        pytest.skip(f"C kernel not available here: {rope_cpu.build_error()}")
+@pytest.fixture(autouse=True)
+def _kernel_built(c_kernel):
+    """Every test here is about the built kernel (see conftest: skipped only in the declared
+    no-kernel mode, a failure anywhere else)."""
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
@@ -139,7 +141,9 @@ def test_table_gradients_use_the_reference():
 def test_under_torch_compile_and_func_grad():
     x = _randn(1, 2, 4, 8)
     cos, sin = _tables(torch.arange(4), 8, torch.float32)
-    compiled = torch.compile(lambda t: rope_cpu.rotate(t, cos, sin), fullgraph=True)
+    compiled = torch.compile(
+        lambda t: rope_cpu.rotate(t, cos, sin), fullgraph=True, backend=COMPILE_BACKEND
+    )
     torch.testing.assert_close(compiled(x), rope_cpu.rotate(x, cos, sin))
     g = torch.func.grad(lambda t: rope_cpu.rotate(t, cos, sin).square().sum())(x)
     torch.testing.assert_close(g, 2 * x)  # |Rx|^2 = |x|^2: the gradient is 2x

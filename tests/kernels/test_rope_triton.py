@@ -2,38 +2,25 @@
 
 ``TRITON_INTERPRET=1`` must be set before the kernel module is imported (Triton decides at
 decoration time) and while kernels launch (Triton imports parts of itself lazily). It is set
-here around the import and, through an autouse fixture, around each test of this module
-only, so other test modules in the same process never see it. Grids are tiny: the
-interpreter runs every program in Python.
+around the import (``conftest.import_rope_triton``, which every test module uses) and,
+through an autouse fixture, around each test of this module only, so other test modules in
+the same process never see it. Grids are tiny: the interpreter runs every program in Python.
 """
 
 from __future__ import annotations
-
-import os
-import sys
 
 import pytest
 import torch
 
 pytest.importorskip("triton")
 
-_PREVIOUS = os.environ.get("TRITON_INTERPRET")
-if "pecourse.kernels.rope_triton" not in sys.modules:
-    os.environ["TRITON_INTERPRET"] = "1"
-try:
-    from pecourse.kernels import rope_triton
-finally:
-    if _PREVIOUS is None:
-        os.environ.pop("TRITON_INTERPRET", None)
-    else:
-        os.environ["TRITON_INTERPRET"] = _PREVIOUS
-
 from pecourse.positions.rope import apply_rope, inv_freq, rope_cos_sin  # noqa: E402
 
-pytestmark = pytest.mark.skipif(
-    rope_triton.backend("cpu") != "triton-interpreter",
-    reason="rope_triton was imported earlier without TRITON_INTERPRET=1",
-)
+from .conftest import COMPILE_BACKEND, import_rope_triton  # noqa: E402
+
+rope_triton = import_rope_triton()
+if rope_triton.backend("cpu") != "triton-interpreter":  # a real failure, never a skip
+    raise AssertionError("rope_triton was imported earlier without TRITON_INTERPRET=1")
 
 
 @pytest.fixture(autouse=True)
@@ -130,7 +117,8 @@ def test_torch_compile_traces_the_custom_op():
         qa, kb = rope_triton.rope_qk(a, b, cos, sin)
         return (qa * 2).sum() + kb.square().sum()
 
-    compiled = torch.compile(f, fullgraph=True)  # fullgraph: no graph break allowed
+    # fullgraph: no graph break allowed
+    compiled = torch.compile(f, fullgraph=True, backend=COMPILE_BACKEND)
     out = compiled(q, k)
     out.backward()
     q2, k2 = q.detach().requires_grad_(), k.detach().requires_grad_()

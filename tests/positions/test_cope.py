@@ -173,3 +173,25 @@ def test_refuses_wrong_per_head_count():
 def test_refuses_bad_max_position_type():
     with pytest.raises(TypeError, match="max_position"):
         cope_positions(torch.ones(2, 2), 2.5)
+
+
+def test_float64_inputs_stay_float64_exactly():
+    """float64 in, float64 out, equal to the float64 loop to round-off (no float32 detour)."""
+    g = torch.Generator().manual_seed(3)
+    q = torch.randn(1, 2, 4, 6, generator=g, dtype=torch.float64)
+    k = torch.randn(1, 2, 6, 6, generator=g, dtype=torch.float64)
+    emb = torch.randn(5, 6, generator=g, dtype=torch.float64)
+    out = cope_bias(q, k, emb)
+    assert out.dtype == torch.float64
+    assert cope_gates(q, k).dtype == torch.float64
+    torch.testing.assert_close(
+        out, _naive_cope_bias(q, k, emb, 1 / math.sqrt(6)), rtol=0, atol=1e-12
+    )
+
+
+def test_gradcheck_in_float64():
+    g = torch.Generator().manual_seed(4)
+    q, k = (torch.randn(1, 2, 3, 4, generator=g, dtype=torch.float64) for _ in "qk")
+    emb = torch.randn(4, 4, generator=g, dtype=torch.float64)
+    inputs = tuple(t.requires_grad_() for t in (q, k, emb))
+    assert torch.autograd.gradcheck(lambda a, b, e: cope_bias(a, b, e), inputs)

@@ -144,3 +144,14 @@ def test_xpos_scale_refuses_bad_positions(bad, error):
 
     with pytest.raises(error, match="positions"):
         xpos_scale(bad, 8)
+
+
+@pytest.mark.parametrize(("lq", "lk"), [(0, 0), (0, 5)])
+def test_empty_queries_are_rotated_to_empty(lq, lk):
+    """As apply_rope does: an empty sequence is a valid (empty) input, not an error."""
+    q, k = torch.randn(1, 2, lq, 8), torch.randn(1, 2, lk, 8)
+    qr, kr = apply_xpos(q, k, torch.arange(lq), torch.arange(lk))
+    assert qr.shape == q.shape and kr.shape == k.shape
+    if lk:  # the keys are still scaled and rotated, around the middle of their own positions
+        expected_center_kr = apply_xpos(q, k, torch.arange(lq), torch.arange(lk), center=lk // 2)[1]
+        torch.testing.assert_close(kr, expected_center_kr)

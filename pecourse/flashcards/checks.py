@@ -1,0 +1,647 @@
+"""The deck's number checks: every number or formula a card states, recomputed.
+
+A card's ``checks`` is a list of objects, each one of two kinds:
+
+- **number**: ``{"fn": name, "args": {...}, "text": "54{,}400", "sig": 3}``. ``CHECKS[name]
+  (**args)`` computes the number from the package (or sympy, or the library the package
+  mirrors: torch for dtype facts, transformers for a released config). ``text`` must occur
+  verbatim in the card, and the computed value must round to it: the tolerance is half a
+  unit in the last written digit (``sig`` says how many digits count when an integer ends in
+  zeros that are not significant). A check whose function returns a bool (a predicate)
+  receives the written value as ``written`` and must return True.
+- **formula**: ``{"fn": name, "args": {...} or [{...}, ...], "formula": "b' = b\\,s^{d/(d-2)}"}``.
+  ``formula`` must occur verbatim in the card; its right-hand side is read into sympy
+  (:func:`pecourse.flashcards.numbers.formula_to_sympy`) and evaluated with the symbol values
+  the function returns next to ``"value"``; the two must agree to ``rel_tol`` (1e-6, float32
+  round-off, unless the card calls the formula approximate and the check says so). A formula that starts with
+  ``\\sum_i`` is summed over the array-valued symbols.
+
+Every function here imports what it computes from ``pecourse`` (or sympy, torch,
+transformers); ``tests/flashcards/test_numbers.py`` fails a check whose function does not,
+a numeric card without a check, and a check whose function is missing.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+CHECKS: dict[str, Callable] = {}
+# Package values come out of float32 tensors; a relative error of 1e-6 is float32 round-off,
+# and the written number's own half-unit tolerance is added on top.
+DEFAULT_REL_TOL = 1e-6
+
+
+def check(fn: Callable) -> Callable:
+    """Register a check function under its name."""
+    CHECKS[fn.__name__] = fn
+    return fn
+
+
+# -- 01 learned absolute -----------------------------------------------------------------
+
+
+@check
+def learned_table_parameters(max_positions: int, d_model: int) -> int:
+    from pecourse.positions.absolute import LearnedAbsolute
+
+    table = LearnedAbsolute(max_positions=max_positions, d_model=d_model)
+    return sum(p.numel() for p in table.parameters())
+
+
+@check
+def gpt2_config(field: str) -> int:
+    from transformers import GPT2Config
+
+    return int(getattr(GPT2Config(), field))
+
+
+# -- 03 ALiBi ------------------------------------------------------------------------------
+
+
+@check
+def alibi_slope(num_heads: int, head: int) -> float:
+    """Slope of head ``head`` (1-based, as in the paper) of ``num_heads``."""
+    from pecourse.positions.alibi import slopes
+
+    return float(slopes(num_heads).double()[head - 1])
+
+
+@check
+def alibi_slope_formula(num_heads: int, head: int) -> dict:
+    return {"value": alibi_slope(num_heads, head), "h": head, "n": num_heads}
+
+
+@check
+def alibi_bias_entry(num_heads: int, head: int, i: int, j: int) -> dict:
+    from pecourse.positions.alibi import alibi_bias
+
+    bias = alibi_bias(num_heads, i + 1, i + 1)  # queries 0..i, keys 0..i
+    return {"value": float(bias[head - 1, i, j]), "m_h": alibi_slope(num_heads, head),
+            "i": i, "j": j}  # fmt: skip
+
+
+def _alibi_row(num_heads: int, head: int, context: int):
+    from pecourse.positions.alibi import alibi_bias
+
+    # The last query's bias over every key, indexed by distance back (0 = the query itself).
+    return alibi_bias(num_heads, 1, context)[head - 1, 0].double().flip(0)
+
+
+@check
+def alibi_needle_half_distance(num_heads: int, head: int, margin: float, context: int) -> dict:
+    """The farthest distance at which a needle that out-scores every other key by ``margin``
+    still gets half of the attention, from the package's bias and a softmax."""
+    import torch
+
+    row = _alibi_row(num_heads, head, context)
+    best = 0
+    for delta in range(context):
+        scores = row.clone()
+        scores[delta] += margin
+        if float(torch.softmax(scores, 0)[delta]) >= 0.5:
+            best = delta
+    return {"value": float(best), "s": margin, "m": alibi_slope(num_heads, head)}
+
+
+@check
+def alibi_share_distance(num_heads: int, head: int, share: float, context: int) -> dict:
+    """The distance within which ``share`` of a head's attention lies, for equal content."""
+    import torch
+
+    weights = torch.softmax(_alibi_row(num_heads, head, context), 0)
+    within = int((weights.cumsum(0) < share).sum())  # first distance reaching the share
+    return {"value": float(within), "m": alibi_slope(num_heads, head)}
+
+
+# -- 04 effective context ----------------------------------------------------------------------
+
+
+@check
+def causal_offset_count(L: int, d: int) -> dict:
+    import torch
+
+    from pecourse.attention import causal_mask
+
+    i, j = torch.nonzero(causal_mask(L, L), as_tuple=True)
+    return {"value": int(((i - j) == d).sum()), "L": L, "d": d}
+
+
+@check
+def needle_margin(n: int, margin: float) -> dict:
+    """Give a needle ``margin`` nats over ``n - 1`` other keys; read its weight from the
+    package's attention. The card's formula must return the margin from that weight."""
+    import torch
+
+    from pecourse.attention import attention
+
+    d = 4
+    q = torch.zeros(1, 1, 1, d, dtype=torch.float64)
+    q[..., 0] = margin * math.sqrt(d)  # scores are q·k/√d
+    k = torch.zeros(1, 1, n, d, dtype=torch.float64)
+    k[0, 0, 0, 0] = 1.0
+    _, probs = attention(q, k, k, causal=False, return_probs=True)
+    return {"value": margin, "n": n, "p": float(probs[0, 0, 0, 0])}
+
+
+# -- 05 multidimensional RoPE ------------------------------------------------------------------
+
+
+@check
+def raster_offset(height: int, width: int, row: int, col: int, d_row: int, d_col: int) -> dict:
+    from pecourse.positions.multidim import grid_positions
+
+    coords = grid_positions(height, width)  # [2, H·W], raster order
+    index = {(int(r), int(c)): t for t, (r, c) in enumerate(coords.T.tolist())}
+    value = index[(row + d_row, col + d_col)] - index[(row, col)]
+    return {"value": value, "W": width, "Delta_r": d_row, "Delta_c": d_col}
+
+
+@check
+def rope_pairs(head_dim: int) -> int:
+    from pecourse.positions.rope import inv_freq
+
+    return inv_freq(head_dim).numel()
+
+
+@check
+def mrope_axis_coordinates(head_dim: int, sections: list, axis: int, edge: str) -> int:
+    """Which head coordinates M-RoPE's section ``axis`` rotates (package, half pairing):
+    the first or last coordinate of the second block it touches."""
+    import torch
+
+    from pecourse.positions.multidim import apply_mrope
+
+    ids = torch.zeros(3, 1, 1, dtype=torch.long)
+    ids[axis] = 7  # only this axis moves
+    x = torch.ones(1, 1, 1, head_dim, dtype=torch.float64)
+    moved = (apply_mrope(x, ids, sections) - x).abs()[0, 0, 0] > 1e-9
+    changed = torch.nonzero(moved).flatten().tolist()
+    second = [c for c in changed if c >= head_dim // 2]
+    return {"start": second[0], "end": second[-1]}[edge]
+
+
+# -- 07 relative representations -----------------------------------------------------------------
+
+
+@check
+def t5_bucket_of(relative_position: int, bidirectional: bool = True) -> int:
+    import torch
+
+    from pecourse.positions.relative import t5_bucket
+
+    rel = torch.tensor([relative_position])
+    return int(t5_bucket(rel, bidirectional=bidirectional)[0])
+
+
+@check
+def t5_last_bucket_start(bidirectional: bool, num_buckets: int = 32, max_distance: int = 128):
+    import torch
+
+    from pecourse.positions.relative import t5_bucket
+
+    back = torch.arange(0, 4 * max_distance)
+    bucket = t5_bucket(-back, bidirectional=bidirectional, num_buckets=num_buckets,
+                       max_distance=max_distance)  # fmt: skip
+    return int(back[bucket == bucket.max()][0])
+
+
+@check
+def shaw_clip(k: int, i: int, j: int, length: int) -> dict:
+    from pecourse.positions.relative import shaw_relative_ids
+
+    value = int(shaw_relative_ids(length, length, k)[i, j]) - k  # rows are offset + k
+    return {"value": value, "i": i, "j": j, "k": k}
+
+
+# -- 08 RoPE ---------------------------------------------------------------------------------------
+
+
+@check
+def rope_theta(head_dim: int, base: float, i: int) -> dict:
+    from pecourse.positions.rope import inv_freq
+
+    return {"value": float(inv_freq(head_dim, base)[i]), "b": base, "d": head_dim, "i": i}
+
+
+@check
+def rope_wavelength(base: float, head_dim: int, pair: int) -> float:
+    from pecourse.positions.rope import inv_freq
+
+    return 2 * math.pi / float(inv_freq(head_dim, base)[pair])
+
+
+@check
+def rope_wavelength_formula(head_dim: int, base: float, i: int) -> dict:
+    return {"value": rope_wavelength(base, head_dim, i), "b": base, "d": head_dim, "i": i}
+
+
+@check
+def bf16_round(n: int) -> float:
+    import torch
+
+    return float(torch.tensor(float(n)).to(torch.bfloat16))
+
+
+@check
+def bf16_significant_bits() -> int:
+    import torch
+
+    eps = torch.finfo(torch.bfloat16).eps  # 2^-(significant bits - 1)
+    return round(-math.log2(eps)) + 1
+
+
+@check
+def xpos_factor(head_dim: int, pair: int, n: int, m: int, scale_base: float = 512.0) -> dict:
+    import torch
+
+    from pecourse.positions.xpos import xpos_scale, xpos_zeta
+
+    query = xpos_scale(torch.tensor([n]), head_dim, scale_base=scale_base)[0, pair]
+    key = 1.0 / xpos_scale(torch.tensor([m]), head_dim, scale_base=scale_base)[0, pair]
+    return {"value": float(query * key), "zeta_i": float(xpos_zeta(head_dim)[pair]),
+            "n": n, "m": m, "B": scale_base}  # fmt: skip
+
+
+# -- 09 sinusoidal ---------------------------------------------------------------------------------
+
+
+@check
+def sinusoid_omega(dim: int, i: int) -> dict:
+    from pecourse.positions.absolute import sinusoidal_frequencies
+
+    return {"value": float(sinusoidal_frequencies(dim)[i]), "i": i, "d": dim}
+
+
+@check
+def sinusoid_dot(dim: int, t: int, delta: int) -> dict:
+    import torch
+
+    from pecourse.positions.absolute import sinusoidal_frequencies, sinusoidal_table
+
+    table = sinusoidal_table(max(t, t + delta) + 1, dim, dtype=torch.float64)
+    return {"value": float(table[t] @ table[t + delta]), "Delta": delta,
+            "omega_i": sinusoidal_frequencies(dim).numpy()}  # fmt: skip
+
+
+@check
+def sinusoid_shift_score(dim: int, t: int, u: int, delta: int) -> dict:
+    """``p_t^T M(Δ) p_u`` from the package's table and shift matrix."""
+    import torch
+
+    from pecourse.positions.absolute import (
+        sinusoidal_frequencies,
+        sinusoidal_shift_matrix,
+        sinusoidal_table,
+    )
+
+    table = sinusoidal_table(max(t, u) + 1, dim, dtype=torch.float64)
+    shift = sinusoidal_shift_matrix(delta, dim, dtype=torch.float64)
+    return {"value": float(table[t] @ shift @ table[u]), "t": t, "u": u, "Delta": delta,
+            "omega_i": sinusoidal_frequencies(dim).numpy()}  # fmt: skip
+
+
+@check
+def sinusoid_norm(dim: int) -> float:
+    import torch
+
+    from pecourse.positions.absolute import sinusoidal_table
+
+    norms = sinusoidal_table(64, dim, dtype=torch.float64).norm(dim=-1)
+    if float(norms.max() - norms.min()) > 1e-9:
+        raise AssertionError("sinusoidal rows should all have the same norm")
+    return float(norms[0])
+
+
+@check
+def sinusoid_norm_formula(dim: int) -> dict:
+    return {"value": sinusoid_norm(dim), "d": dim}
+
+
+@check
+def token_norm_at_init(d_model: int, std: float) -> float:
+    """Expected norm of a token vector drawn with per-coordinate ``std``: std·√d (sympy)."""
+    import sympy as sp
+
+    return float(sp.nsimplify(std) * sp.sqrt(d_model))
+
+
+# -- 10 CoPE ---------------------------------------------------------------------------------------
+
+
+@check
+def cope_all_gates_open(length: int, i: int, j: int) -> dict:
+    import torch
+
+    from pecourse.positions.cope import cope_positions
+
+    gates = torch.ones(length, length).tril()
+    return {"value": float(cope_positions(gates, 4 * length)[i, j]), "i": i, "j": j}
+
+
+# -- 11 interleaving ---------------------------------------------------------------------------------
+
+
+@check
+def llama4_config(field: str) -> int:
+    from transformers import Llama4TextConfig
+
+    return int(getattr(Llama4TextConfig(), field))
+
+
+@check
+def llama4_query_temperature(i: int) -> dict:
+    """The factor transformers' ``Llama4TextAttention`` puts on the query at position ``i`` of
+    a NoPE layer, read back from the layer itself (identity projections, two cached keys)."""
+    import torch
+    from transformers import Llama4TextConfig
+    from transformers.models.llama4.modeling_llama4 import Llama4TextAttention
+
+    config = Llama4TextConfig(hidden_size=4, intermediate_size=8, intermediate_size_mlp=8,
+                              num_attention_heads=1, num_key_value_heads=1, head_dim=4,
+                              num_hidden_layers=4, attn_temperature_tuning=True)  # fmt: skip
+    config._attn_implementation = "eager"
+    layer = next(n for n in range(4) if not config.no_rope_layers[n])  # a NoPE layer
+    attn = Llama4TextAttention(config, layer).eval()
+    with torch.no_grad():
+        for proj in (attn.q_proj, attn.k_proj, attn.v_proj, attn.o_proj):
+            proj.weight.copy_(torch.eye(4))
+
+    class TwoKeys:  # a cache: the query sits at position i and sees keys 0 and e_0
+        def get_seq_length(self, layer_idx):
+            return i
+
+        def update(self, keys, values, layer_idx, **kwargs):
+            k = torch.zeros(1, 1, 2, 4)
+            k[..., 1, 0] = 1.0
+            return k, k.clone()  # the output's first coordinate is the weight on e_0
+
+    query = torch.zeros(1, 1, 4)
+    query[..., 0] = 1.0
+    with torch.no_grad():
+        weight = float(attn(query, None, None, cache=TwoKeys())[0][0, 0, 0])
+    # weight = sigmoid(τ · q·k · scaling) with q·k = 1
+    return {"value": math.log(weight / (1 - weight)) / attn.scaling, "i": i}
+
+
+@check
+def llama4_temperature_edge(which: str) -> int:
+    """The last position whose NoPE query factor is 1 (``"last_unscaled"``) or the first
+    above 1 (``"first_scaled"``), by bisection on :func:`llama4_query_temperature`."""
+    low, high = 0, 1 << 16  # factor 1 at low, above 1 at high
+    while high - low > 1:
+        mid = (low + high) // 2
+        if llama4_query_temperature(mid)["value"] > 1 + 1e-4:
+            high = mid
+        else:
+            low = mid
+    return {"last_unscaled": low, "first_scaled": high}[which]
+
+
+@check
+def cohere2_config(field: str) -> int:
+    from transformers import Cohere2Config
+
+    return int(getattr(Cohere2Config(), field))
+
+
+# -- 13 augmentation --------------------------------------------------------------------------------
+
+
+@check
+def randomized_unit_gaps(n: int, L: int, draws: int = 4000, seed: int = 0) -> dict:
+    import torch
+
+    from pecourse.positions.augmentation import randomized_positions
+
+    ids = randomized_positions(n, L, generator=torch.Generator().manual_seed(seed), batch=draws)
+    unit = (ids[:, 1:] - ids[:, :-1] == 1).sum(1).double().mean()
+    return {"value": float(unit), "n": n, "L": L}
+
+
+@check
+def randomized_unit_gaps_mean(n: int, L: int, draws: int = 4000, seed: int = 0) -> float:
+    return randomized_unit_gaps(n, L, draws, seed)["value"]
+
+
+# -- 14 RoPE scaling ----------------------------------------------------------------------------------
+
+
+@check
+def ntk_base(head_dim: int, base: float, factor: float) -> dict:
+    from pecourse.positions.rope_scaling import SCALINGS
+
+    freqs, attention_factor = SCALINGS["ntk"](head_dim, base, factor=factor)
+    if attention_factor != 1.0:
+        raise AssertionError("NTK-aware scaling has no attention factor")
+    new_base = float(freqs[1]) ** (-head_dim / 2)  # θ_1 = b'^{-2/d}
+    return {"value": new_base, "b": base, "s": factor, "d": head_dim}
+
+
+@check
+def yarn_cos_sin_factor(factor: float, head_dim: int = 128, base: float = 10000.0,
+                        original_max_position: int = 4096, **options) -> float:  # fmt: skip
+    from pecourse.positions.rope_scaling import SCALINGS
+
+    _, attention_factor = SCALINGS["yarn"](
+        head_dim, base, factor=factor, original_max_position=original_max_position, **options
+    )
+    return float(attention_factor)
+
+
+@check
+def yarn_temperature(factor: float) -> dict:
+    return {"value": yarn_cos_sin_factor(factor), "s": factor}
+
+
+@check
+def yarn_logit_multiplier(factor: float) -> float:
+    return yarn_cos_sin_factor(factor) ** 2  # cos and sin scale both q and k
+
+
+@check
+def yarn_softmax_multiplier(factor: float, mscale_all_dim: float) -> float:
+    """DeepSeek-V2 style: the temperature moves from cos/sin into the softmax scale."""
+    from pecourse.positions.rope_scaling import yarn_mscale
+
+    return yarn_mscale(factor, mscale_all_dim) ** 2
+
+
+@check
+def llama3_band_edge(edge: str, factor: float = 8.0, original_max_position: int = 8192) -> float:
+    """The wavelength at which Llama 3.1's rule stops keeping a pair (``"high"``) or starts
+    dividing it by the full factor (``"low"``), found by bisection on the package's ``llama3``.
+
+    A 4-dimensional head has one slow pair, of wavelength ``2π·√b``; moving the base moves
+    that wavelength continuously across the band edges.
+    """
+    from pecourse.positions.rope import inv_freq
+    from pecourse.positions.rope_scaling import SCALINGS
+
+    def past_edge(log_base: float) -> bool:
+        base = math.exp(log_base)
+        scaled, _ = SCALINGS["llama3"](4, base, factor=factor,
+                                       original_max_position=original_max_position)  # fmt: skip
+        ratio = float(scaled[1] / inv_freq(4, base)[1])
+        return ratio < 1 - 1e-12 if edge == "high" else abs(ratio - 1 / factor) < 1e-12
+
+    low, high = math.log(10.0), math.log(1e12)  # wavelengths from about 20 to 6e6 tokens
+    for _ in range(200):
+        mid = (low + high) / 2
+        low, high = (low, mid) if past_edge(mid) else (mid, high)
+    return 2 * math.pi * math.exp(high / 2)  # λ = 2π b^{2·1/4}
+
+
+# -- 15 NoPE ----------------------------------------------------------------------------------------------
+
+
+@check
+def nope_bos_counter(t: int) -> dict:
+    import torch
+
+    from pecourse.attention import attention
+
+    n = t + 1
+    flat = torch.zeros(1, 1, n, 2, dtype=torch.float64)  # equal scores everywhere
+    values = torch.zeros(1, 1, n, 2, dtype=torch.float64)
+    values[..., 0, 0] = 1.0  # only the first (BOS) token carries the marker
+    out = attention(flat, flat, values, causal=True)[0, 0, t, 0]
+    return {"value": float(out), "t": t}
+
+
+@check
+def counter_collision(dtype: str) -> int:
+    """The first t at which 1/(t+1) and 1/(t+2), stored in ``dtype``, are equal (torch)."""
+    import torch
+
+    t = torch.arange(0, 1 << 16, dtype=torch.float64)
+    share = (1.0 / (t + 1)).to(getattr(torch, dtype))
+    hits = torch.nonzero(share[1:] == share[:-1])
+    return int(hits[0])
+
+
+# -- 16 base frequency -------------------------------------------------------------------------------------
+
+
+@check
+def rope_base_lower_bound(context_length: int, head_dim: int) -> float:
+    from pecourse.derivations import rope_base_lower_bound as bound
+
+    return float(bound(context_length, head_dim))
+
+
+@check
+def rope_base_gap_ratio(context_length: int, head_dim: int, span: float = 3.0,
+                        step: float = 1.002) -> float:  # fmt: skip
+    """The largest failing base below ``span·b*``, divided by the smallest admissible ``b*``.
+
+    Walks down from ``span·b*`` in steps of ``step`` with the package's condition and stops at
+    the first failing base, so the answer is good to about ``step - 1``.
+    """
+    from pecourse.derivations import rope_base_condition
+
+    low = rope_base_lower_bound(context_length, head_dim)
+    base = span * low
+    if not rope_base_condition(base, context_length, head_dim):
+        raise AssertionError(f"the walk must start on an admissible base; raise span={span}")
+    while rope_base_condition(base, context_length, head_dim):
+        base /= step
+        if base < low:
+            return 1.0
+    return base / low
+
+
+@check
+def rope_full_turn_pairs(head_dim: int, base: float, length: int) -> int:
+    from pecourse.positions.rope import inv_freq
+
+    return int((2 * math.pi / inv_freq(head_dim, base) <= length).sum())
+
+
+@check
+def rope_unfinished_pairs(head_dim: int, base: float, length: int) -> int:
+    return head_dim // 2 - rope_full_turn_pairs(head_dim, base, length)
+
+
+@check
+def rope_critical_dimension(head_dim: int, base: float, length: int) -> int:
+    return 2 * rope_full_turn_pairs(head_dim, base, length)
+
+
+# -- running a check ------------------------------------------------------------------------------
+
+
+def _card_text(card) -> str:
+    return f"{card.front}\n{card.back}"
+
+
+def run_check(card, spec: dict) -> list[str]:
+    """Evaluate one check of ``card``; returns the problems (an empty list means it holds).
+
+    A missing function, a text or formula that is not on the card, an error inside the
+    package and a value that does not match are all problems: nothing is skipped.
+    """
+    import numpy as np
+    import sympy as sp
+
+    from .numbers import formula_to_sympy, written_value
+
+    where = f"card {card.id!r}, check {spec.get('fn')!r}"
+    fn = CHECKS.get(spec.get("fn"))
+    if fn is None:
+        return [f"{where}: no such check function in pecourse.flashcards.checks"]
+    kinds = [k for k in ("text", "formula") if k in spec]
+    if len(kinds) != 1:
+        return [f"{where}: give exactly one of 'text' or 'formula'"]
+    kind = kinds[0]
+    if spec[kind] not in _card_text(card):
+        return [f"{where}: {spec[kind]!r} does not occur in the card's text"]
+    arg_sets = spec.get("args", {})
+    arg_sets = arg_sets if isinstance(arg_sets, list) else [arg_sets]
+    rel_tol = float(spec.get("rel_tol", DEFAULT_REL_TOL))
+    problems = []
+    for args in arg_sets:
+        try:
+            result = fn(**args)
+        except Exception as exc:  # the package failed: that is a failing check, not a skip
+            problems.append(f"{where}: {fn.__name__}(**{args}) raised {type(exc).__name__}: {exc}")
+            continue
+        if kind == "text":
+            if isinstance(result, bool):
+                ok = result
+                shown = result
+            else:
+                value, tol = written_value(spec["text"], sig=spec.get("sig"))
+                ok = abs(float(result) - value) <= tol + rel_tol * abs(value)
+                shown = f"{float(result):.6g} (written {spec['text']!r} = {value:g} ± {tol:g})"
+            if not ok:
+                problems.append(f"{where}: the package gives {shown} for {args}")
+            continue
+        bindings = result if isinstance(result, dict) else {"value": result}
+        formula = spec["formula"]
+        summed = formula.lstrip().startswith(r"\sum_i")
+        expr = formula_to_sympy(formula.replace(r"\sum_i", "", 1) if summed else formula)
+        names = {str(s) for s in expr.free_symbols}
+        missing = names - set(bindings)
+        if missing:
+            problems.append(f"{where}: the formula's symbols {sorted(missing)} have no values")
+            continue
+        symbols = sorted(expr.free_symbols, key=str)
+        evaluate = sp.lambdify(symbols, expr, modules="numpy")
+        try:
+            got = np.asarray(evaluate(*[bindings[str(s)] for s in symbols]), dtype=np.float64)
+        except Exception as exc:  # e.g. a division by zero: the formula is wrong there
+            problems.append(f"{where}: the formula cannot be evaluated at {args}: {exc}")
+            continue
+        got = float(got.sum()) if summed else float(got)
+        want = float(bindings["value"])
+        if not abs(got - want) <= 1e-9 + rel_tol * abs(want):
+            problems.append(
+                f"{where}: the formula gives {got:.8g} but the package gives {want:.8g} for {args}"
+            )
+    return problems
+
+
+def run_checks(card) -> list[str]:
+    """Every check of ``card``; returns the problems."""
+    return [p for spec in card.checks for p in run_check(card, spec)]

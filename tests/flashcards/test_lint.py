@@ -1,0 +1,109 @@
+"""``pecourse cards lint``: the deck's writing rules, each shown to catch what it names."""
+
+import dataclasses
+
+import pytest
+
+from pecourse.cli import main
+from pecourse.flashcards import lint
+from pecourse.flashcards.deck import Flashcard, load_deck
+from pecourse.flashcards.lint import answer_words, deck_stats, lint_deck
+
+CARDS = load_deck()
+BY_ID = {c.id: c for c in CARDS}
+
+
+def test_the_deck_is_clean():
+    assert lint_deck(CARDS) == []
+
+
+def test_stats():
+    stats = deck_stats(CARDS)
+    assert stats.cards == 157 and stats.cloze >= 30
+    assert stats.median_answer_words <= 25 and stats.max_answer_words <= lint.MAX_LONG_WORDS
+    assert stats.checked >= 35
+    assert any("cloze" in line for line in stats.lines())
+
+
+def _card(**fields):
+    base = dict(id="x", concept=3, front="Why?", back="Because.", topic="t", source="ch. 03 §1")
+    return Flashcard(**{**base, **fields})
+
+
+def _problems(card, others=()):
+    return "\n".join(lint_deck([card, *others], retired={"old-id": {"reason": "r"}}))
+
+
+@pytest.mark.parametrize(
+    "fields, message",
+    [
+        ({"back": " ".join(["word"] * 26)}, "answer has 26 words"),
+        ({"back": " ".join(["word"] * 41), "long": "a derivation"}, "answer has 41 words"),
+        ({"back": "- one\n- two"}, "bulleted or numbered list"),
+        ({"back": "1. one\n2. two"}, "bulleted or numbered list"),
+        ({"front": "Name two models that use ALiBi."}, "asks for a set"),
+        ({"front": "Does ALiBi extrapolate?"}, "yes/no front"),
+        ({"front": "Pitfall: can you raise the base for free?"}, "yes/no front"),
+        ({"source": "ch. 07 §1"}, "source must start with its chapter, 'ch. 03'"),
+        ({"id": "old-id"}, "reuses the retired id"),
+        ({"back": "It is about 54{,}400 tokens."}, "states 54400 without a check"),
+        ({"back": "Quoted 12.", "quoted": ("12", "99")}, "quoted numbers ['99']"),
+        ({"type": "cloze", "front": "No deletion.", "back": ""}, "no {{c1::...}} deletion"),
+    ],
+)
+def test_each_rule_catches_its_case(fields, message):
+    assert message in _problems(_card(**fields))
+
+
+def test_long_answers_need_a_reason_and_stay_bounded():
+    text = " ".join(["word"] * 30)
+    assert "answer has 30 words" in _problems(_card(back=text))
+    assert _problems(_card(back=text, long="a derivation")) == ""
+
+
+def test_numbers_in_the_question_are_givens():
+    card = _card(front="head_dim 128, base 10,000: which?", back="The 128-wide head at 10,000.")
+    assert _problems(card) == ""
+
+
+def test_duplicates_and_near_duplicates():
+    a = _card(id="a", front="What does ALiBi add to the attention scores of head h?",
+              back="A bias of minus the slope times the distance, fixed per head.")  # fmt: skip
+    same = dataclasses.replace(a, id="b", concept=3)
+    reworded = dataclasses.replace(
+        a, id="c", front="What does ALiBi add to the attention scores of each head?"
+    )
+    assert "same question as 'a'" in _problems(a, [same])
+    assert "near-duplicate questions" in _problems(a, [reworded])
+    other = _card(id="d", front="Why are ALiBi's slopes fixed?", back="Learned ones did not help.")
+    assert _problems(a, [other]) == ""
+
+
+def test_answer_words_count_math_and_code_as_one():
+    card = _card(back=r"$x_i + P_t$ and `position_ids` here")
+    assert answer_words(card) == 4
+    cloze_card = _card(type="cloze", front="A {{c1::two words}} text.", back="note")
+    assert answer_words(cloze_card) == 3
+
+
+def test_cli_lint(capsys, monkeypatch):
+    assert main(["cards", "lint"]) == 0
+    out = capsys.readouterr().out
+    assert "deck lint: clean" in out and "cards: 157" in out and "median" in out
+    broken = [dataclasses.replace(CARDS[0], back="- a\n- b"), *CARDS[1:5]]
+    monkeypatch.setattr("pecourse.flashcards.cli.load_deck", lambda *a: broken)
+    assert main(["cards", "lint"]) == 1
+    captured = capsys.readouterr()
+    assert "bulleted or numbered list" in captured.out and "problem" in captured.err
+
+
+def test_cli_lint_numbers_runs_the_checks(capsys, monkeypatch):
+    card = BY_ID["t5-bucket-100"]
+    wrong = dataclasses.replace(
+        card,
+        back=card.back.replace("15", "14"),
+        checks=tuple(dict(s, text=s["text"].replace("15", "14")) for s in card.checks),
+    )
+    monkeypatch.setattr("pecourse.flashcards.cli.load_deck", lambda *a: [wrong])
+    assert main(["cards", "lint", "--numbers"]) == 1
+    assert "the package gives 15" in capsys.readouterr().out

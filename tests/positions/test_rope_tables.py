@@ -1,0 +1,123 @@
+"""RoPE's cos/sin tables are built once per (positions, inv_freq, dtype, device) and reused,
+and never returned stale: the cache compares values, so in-place edits are seen."""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+import torch
+
+from pecourse import kernels
+from pecourse.positions import rope
+from pecourse.positions.rope import TABLES, RoPE, apply_rope
+
+
+@pytest.fixture(autouse=True)
+def empty_cache():
+    TABLES.clear()
+    yield
+    TABLES.clear()
+
+
+def _x(*shape, seed=0):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
+
+def _uncached(x, positions, **kwargs):
+    """The rotation with a table built from scratch (no cache involved)."""
+    inv = kwargs.pop("inv_freq", None)
+    if inv is None:
+        inv = rope.inv_freq(x.shape[-1], kwargs.pop("base", 10000.0))
+    cos, sin = rope.rope_cos_sin(positions, inv, kwargs.pop("attention_factor", 1.0))
+    return rope._apply_with_tables(x, cos, sin, kwargs.pop("pairing", "half"), x.shape[-1])
+
+
+def test_repeated_positions_reuse_one_table():
+    x = _x(2, 3, 16, 8)
+    first = apply_rope(x, torch.arange(16))
+    assert (TABLES.misses, TABLES.hits) == (1, 0)
+    for _ in range(3):  # a new tensor with the same values each time, as a forward pass makes
+        assert torch.equal(apply_rope(x, torch.arange(16)), first)
+    assert (TABLES.misses, TABLES.hits) == (1, 3)
+    assert torch.equal(first, _uncached(x, torch.arange(16)))
+
+
+def test_positions_changed_in_place_get_a_new_table():
+    x = _x(1, 2, 6, 8)
+    positions = torch.arange(6)
+    apply_rope(x, positions)
+    positions.add_(100)  # same tensor object, new values
+    assert torch.equal(apply_rope(x, positions), _uncached(x, torch.arange(100, 106)))
+    assert TABLES.misses == 2
+
+
+def test_inv_freq_changed_in_place_gets_a_new_table():
+    x = _x(1, 2, 6, 8)
+    inv = rope.inv_freq(8)
+    apply_rope(x, torch.arange(6), inv_freq=inv)
+    inv.mul_(0.25)  # e.g. a scaling recomputed into the same buffer
+    got = apply_rope(x, torch.arange(6), inv_freq=inv)
+    assert torch.equal(got, _uncached(x, torch.arange(6), inv_freq=rope.inv_freq(8) * 0.25))
+
+
+def test_dtype_attention_factor_and_batch_positions_are_part_of_the_key():
+    x = _x(2, 2, 5, 8)
+    pos = torch.arange(5)
+    a = apply_rope(x, pos)
+    b = apply_rope(x.double(), pos)
+    c = apply_rope(x, pos, attention_factor=1.5)
+    d = apply_rope(x, torch.stack([pos, pos + 3]))
+    assert TABLES.misses == 4 and TABLES.hits == 0
+    assert b.dtype == torch.float64 and torch.allclose(b.float(), a)
+    torch.testing.assert_close(c, 1.5 * a)
+    assert torch.equal(d[0], a[0]) and not torch.equal(d[1], a[1])
+
+
+def test_the_cache_is_bounded():
+    x = _x(1, 1, 4, 8)
+    for start in range(3 * TABLES.size):
+        apply_rope(x, torch.arange(start, start + 4))
+    assert len(TABLES._entries) == TABLES.size
+    apply_rope(x, torch.arange(0, 4))  # evicted long ago: rebuilt, and right
+    assert TABLES.misses == 3 * TABLES.size + 1
+
+
+def test_learnable_frequencies_bypass_the_cache_and_get_gradients():
+    x = _x(1, 2, 4, 8)
+    inv = rope.inv_freq(8).float().requires_grad_()
+    apply_rope(x, torch.arange(4), inv_freq=inv, impl="reference").sum().backward()
+    assert inv.grad is not None and TABLES.misses == 0 and TABLES.hits == 0
+
+
+def test_rope_layers_share_tables_across_layers_and_calls():
+    """Every layer of a model rotates at the same positions: one table for all of them."""
+    layers = [RoPE(8) for _ in range(4)]
+    q, k = _x(2, 4, 12, 8), _x(2, 2, 12, 8, seed=1)
+    pos = torch.arange(12)
+    outs = [layer.rotate(q, k, pos, pos) for layer in layers]
+    assert TABLES.misses == 1 and TABLES.hits == 2 * 4 - 1  # q and k of every layer
+    for qr, kr in outs:
+        assert torch.equal(qr, _uncached(q, pos)) and torch.equal(kr, _uncached(k, pos))
+
+
+def test_dynamic_scaling_is_never_served_a_stale_table():
+    scheme = RoPE(8, scaling="dynamic", factor=2.0, original_max_position=16)
+    q = _x(1, 1, 40, 8)
+    short, long = torch.arange(8), torch.arange(40)
+    a = scheme.rotate(q[:, :, :8], q[:, :, :8], short, short)[0]
+    scheme.rotate(q, q, long, long)  # stretches the frequencies
+    b = scheme.rotate(q[:, :, :8], q[:, :, :8], short, short)[0]
+    assert torch.equal(a, b)  # back to the original frequencies, and their table
+
+
+def test_kernels_apply_rope_has_the_reference_signature_and_numbers():
+    ref = inspect.signature(rope.apply_rope).parameters
+    fast = inspect.signature(kernels.apply_rope).parameters
+    assert list(fast) == [name for name in ref if name != "impl"]
+    assert all(fast[n].default == ref[n].default for n in fast)
+    x = _x(2, 3, 9, 16)
+    pos = torch.arange(3, 12)
+    for kwargs in [{}, {"pairing": "interleaved"}, {"rotary_dim": 8}, {"base": 500.0}]:
+        want = apply_rope(x, pos, impl="reference", **kwargs)
+        assert torch.equal(kernels.apply_rope(x, pos, **kwargs), want), kwargs
