@@ -2,6 +2,7 @@
 #
 #   make lab     create .venv if needed, install, open JupyterLab on the start-here notebook
 #   make test    create .venv if needed, install, lint (code and flashcard deck), run every test
+#   make book    create .venv if needed, install, build the course as an offline website
 #
 # Set-up is idempotent: it reinstalls only when pyproject.toml changed.
 
@@ -9,9 +10,9 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.pecourse-installed
-EXTRAS ?= dev,instructor
+EXTRAS ?= dev,instructor,book
 
-.PHONY: setup lab test lint format outputs exercises checkpoints clean
+.PHONY: setup lab test lint format outputs exercises checkpoints book book-check clean
 
 setup: $(STAMP)
 
@@ -52,6 +53,18 @@ exercises: setup
 
 checkpoints: setup
 	$(BIN)/python -m pecourse.experiments retrain
+
+# The course as a static website in build/book/ (open build/book/index.html; it works from
+# file:// with no network). Renders the committed notebooks as they are, never re-executes
+# them. The first build fetches MathJax and the widget manager with npm (pinned in
+# book/assets.json, cached in build/book-assets/).
+book: setup
+	$(BIN)/python -m pecourse.book build
+
+# The whole book in headless Chromium with the network blocked: every page, a slider, a
+# flashcard, search. Screenshots go to build/book-screens/. (make test checks two chapters.)
+book-check: book
+	$(BIN)/python -m pecourse.book check
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache build *.egg-info

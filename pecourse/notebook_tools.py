@@ -61,6 +61,8 @@ def execute(path: str | Path, *, timeout: int = 600) -> None:
         timeout=timeout,
         kernel_name="python3",
         resources={"metadata": {"path": str(path.parent)}},
+        # Saved widget state is what the book (make book) renders as live controls.
+        store_widget_state=True,
     )
     client.execute()
     nbformat.write(notebook, path)

@@ -1,0 +1,74 @@
+"""Sphinx configuration of the course book (``make book``; see pecourse/book/).
+
+``python -m pecourse.book build`` stages the sources (notebooks, exercises, flashcard pages, package source) in a
+build folder and runs Sphinx with this file. Everything a page loads is copied into the site:
+MathJax and the Jupyter widget manager come from npm packages pinned in ``assets.json``, whose
+unpacked folder the builder passes in ``PECOURSE_BOOK_ASSETS``. Notebooks are rendered with
+their saved outputs and widget state; nothing is executed.
+"""
+
+import os
+
+project = "pecourse"
+html_title = "Positional encoding in transformers"
+author = "the pecourse authors"
+copyright = "the pecourse authors, MIT licence"
+
+extensions = ["myst_nb", "sphinx_copybutton"]
+exclude_patterns = ["**.ipynb_checkpoints"]
+suppress_warnings = ["mystnb.unknown_mime_type"]
+
+# Notebooks are committed executed: render what they hold, never run them.
+nb_execution_mode = "off"
+nb_merge_streams = True
+# Markdown outputs (the derivations print Markdown with maths) get the same parser as cells.
+nb_render_markdown_format = "myst"
+myst_enable_extensions = ["dollarmath", "amsmath", "colon_fence", "attrs_inline"]
+myst_heading_anchors = 3
+
+# Local copies only: pecourse.book unpacks the pinned npm packages into this folder.
+_assets = os.environ.get("PECOURSE_BOOK_ASSETS")
+if not _assets:
+    raise RuntimeError("build the book with `make book` (python -m pecourse.book build)")
+html_static_path = ["_static", _assets]
+mathjax_path = "mathjax/tex-mml-chtml.js"
+# HTMLMath widgets hold $...$ as JupyterLab writes it (MathJax 3 alone knows only \(...\)).
+# MyST adds the option that restricts MathJax to maths elements, widgets and outputs.
+mathjax3_config = {"tex": {"inlineMath": [["$", "$"], ["\\(", "\\)"]], "processEscapes": True}}
+# The widget manager without RequireJS: it bundles the standard controls and the output
+# widget, which is all the course uses; any other widget module would be fetched from a CDN,
+# which the tests forbid.
+nb_ipywidgets_js = {"widgets/embed.js": {}}
+
+html_theme = "sphinx_book_theme"
+html_css_files = ["pecourse-book.css"]
+html_js_files = ["pecourse-book.js"]
+html_copy_source = False
+html_show_sourcelink = False
+html_last_updated_fmt = None
+html_theme_options = {
+    "home_page_in_toc": True,
+    "show_toc_level": 2,
+    "show_navbar_depth": 1,
+    "use_download_button": False,
+    "use_fullscreen_button": False,
+    "navigation_with_keys": True,
+    "search_bar_text": "Search the course…",
+    # The search field sits in the sidebar; no second one in a header bar.
+    "navbar_persistent": [],
+}
+# One light theme: the widgets' and cards' styles are written for it.
+html_context = {"default_mode": "light"}
+html_sidebars = {"**": ["navbar-logo.html", "search-button-field.html", "sbt-sidebar-nav.html"]}
+
+
+def _maths_for_widgets(app, pagename, templatename, context, doctree):
+    """Load MathJax on pages with saved widgets: an HTMLMath widget typesets with it, and
+    Sphinx on its own loads MathJax only on pages whose text has maths."""
+    if "application/vnd.jupyter.widget-view+json" in context.get("body", ""):
+        context["has_maths_elements"] = True
+
+
+def setup(app):
+    # Before sphinx.ext.mathjax decides, at the default priority 500, whether to load it.
+    app.connect("html-page-context", _maths_for_widgets, priority=400)

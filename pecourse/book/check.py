@@ -1,0 +1,416 @@
+"""Open a built book in headless Chromium with the network blocked, and say what is wrong.
+
+Drives Debian's ``/usr/bin/chromium`` through Python playwright (a dev dependency; never
+``playwright install``). Every request that is not a local file (or ``data:``/``blob:``) is
+refused and reported, so a page that would reach a CDN fails the check even if it renders.
+
+Per page: no console error, no uncaught exception, no failed or outside request; maths
+typeset (no raw ``$``/``$$``/``\\(`` left in the prose, no MathJax error); every image
+loaded; every saved widget rendered; a copy button on every code cell; on a chapter,
+previous/next links and a table of contents. Then three things a reader does: move an
+explorer's slider and see its label change, flip a flashcard, search. Plus a static pass
+over every HTML file: each local link and asset it names exists, and none loads from a server.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass, field
+from html.parser import HTMLParser
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--allow-file-access-from-files",
+]
+LOCAL_SCHEMES = ("file:", "data:", "blob:", "about:")
+VIEWPORT = {"width": 1280, "height": 900}
+
+# Text a reader sees that should have become typeset maths.
+_RAW_MATH = re.compile(r"\$\$|(?<![\w\\$])\$(?=\S)[^$\n]{1,200}?(?<=\S)\$(?![\w$])|\\\(|\\\[")
+
+_PROSE_TEXT = """() => {
+  const main = document.querySelector('main') || document.body;
+  const copy = main.cloneNode(true);
+  copy.querySelectorAll('pre, code, script, style, mjx-container, .cell_input')
+      .forEach(e => e.remove());
+  return copy.innerText;
+}"""
+
+
+@dataclass
+class PageReport:
+    path: str
+    problems: list[str] = field(default_factory=list)
+    widgets: int = 0
+    sliders: int = 0
+    maths: int = 0
+    images: int = 0
+
+
+@dataclass
+class CheckReport:
+    pages: list[PageReport]
+    interactions: dict[str, str]  # what was tried -> "" when it worked, else the problem
+    links: list[str]  # broken local links, "page: target"
+    outside_requests: list[str]
+    screenshots: list[Path]
+    seconds: float
+
+    @property
+    def problems(self) -> list[str]:
+        out = [f"{p.path}: {problem}" for p in self.pages for problem in p.problems]
+        out += [f"{what}: {problem}" for what, problem in self.interactions.items() if problem]
+        out += [f"broken link {link}" for link in self.links]
+        out += [f"request outside the book: {url}" for url in self.outside_requests]
+        return out
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def summary(self) -> str:
+        lines = [
+            f"checked {len(self.pages)} pages in {self.seconds:.0f} s: "
+            f"{sum(p.maths for p in self.pages)} maths, "
+            f"{sum(p.images for p in self.pages)} images, "
+            f"{sum(p.widgets for p in self.pages)} widgets rendered"
+        ]
+        lines += [f"  {what}: {problem or 'ok'}" for what, problem in self.interactions.items()]
+        lines += [f"  screenshot: {path}" for path in self.screenshots]
+        lines += [f"PROBLEM {p}" for p in self.problems] or ["no problems"]
+        return "\n".join(lines)
+
+
+# --- static pass ---------------------------------------------------------------------------
+
+
+class _Refs(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.refs: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        for name, value in attrs:
+            if value and (name in ("src", "href") or (tag == "link" and name == "href")):
+                self.refs.append(value)
+
+
+def broken_local_links(site: Path) -> list[str]:
+    """Local links and assets named by the site's HTML files that do not exist."""
+    site = Path(site)
+    broken = []
+    for page in sorted(site.rglob("*.html")):
+        if "_static" in page.relative_to(site).parts:  # the theme's template fragments
+            continue
+        parser = _Refs()
+        parser.feed(page.read_text(encoding="utf-8", errors="replace"))
+        for ref in parser.refs:
+            parts = urlsplit(ref)
+            if parts.scheme or ref.startswith(("#", "//")) or not parts.path:
+                continue
+            target = (page.parent / unquote(parts.path)).resolve()
+            if not target.exists():
+                broken.append(f"{page.relative_to(site)}: {ref}")
+    return broken
+
+
+def outside_references(site: Path) -> list[str]:
+    """Scripts, stylesheets, fonts and images the site's files would load from a server."""
+    found = []
+    pattern = re.compile(
+        r"""<(?:script|img|iframe|source)\b[^>]*\bsrc=["'](https?:)?//|"""
+        r"""<link\b[^>]*\bhref=["'](https?:)?//|@import\s+url\(["']?https?:|"""
+        r"""url\(["']?https?://"""
+    )
+    for path in sorted(Path(site).rglob("*")):
+        if path.suffix not in (".html", ".css"):
+            continue
+        text = path.read_text(encoding="utf-8", errors="replace")
+        for match in pattern.finditer(text):
+            found.append(f"{path.relative_to(site)}: {text[match.start() : match.start() + 120]}")
+    return found
+
+
+# --- in the browser ------------------------------------------------------------------------
+
+
+def _settle(page, timeout_s: float = 20.0) -> tuple[int, int]:
+    """Wait until MathJax has typeset and every saved widget view has rendered."""
+    deadline = time.monotonic() + timeout_s
+    page.wait_for_load_state("load")
+    page.evaluate(
+        """() => (window.MathJax && MathJax.startup && MathJax.startup.promise)
+              ? MathJax.startup.promise.then(() => true) : true"""
+    )
+    views = page.locator('script[type="application/vnd.jupyter.widget-view+json"]').count()
+    while page.locator(".widget-subarea").count() < views and time.monotonic() < deadline:
+        page.wait_for_timeout(100)
+    page.evaluate(
+        """() => (window.MathJax && MathJax.startup && MathJax.startup.promise)
+              ? MathJax.startup.promise.then(() => true) : true"""
+    )
+    return views, page.locator(".widget-subarea").count()
+
+
+def _check_page(page, url: str, report: PageReport) -> None:
+    page.goto(url, wait_until="load")
+    views, rendered = _settle(page)
+    report.widgets = rendered
+    if rendered < views:
+        report.problems.append(f"{views - rendered} of {views} saved widgets did not render")
+    prose = page.evaluate(_PROSE_TEXT)
+    raw = _RAW_MATH.findall(prose)
+    if raw:
+        match = _RAW_MATH.search(prose)
+        around = prose[max(0, match.start() - 40) : match.end() + 40].replace("\n", " ")
+        report.problems.append(f"untypeset maths ({len(raw)}), e.g. …{around}…")
+    if re.search(r"\{\{c\d+::", prose):
+        report.problems.append("raw cloze markup ({{c1::...}}) on the page")
+    report.sliders = page.locator(".widget-slider").count()
+    report.maths = page.locator("mjx-container").count()
+    errors = page.locator("mjx-merror").count()
+    if errors:
+        report.problems.append(f"{errors} MathJax errors")
+    if "/notebooks/" in url:  # a chapter: previous/next links and its own contents
+        if page.locator("a.left-prev, a.right-next").count() == 0:
+            report.problems.append("no previous/next links")
+        sections = page.locator("article h2").count()
+        if sections and page.locator("nav.page-toc a").count() == 0:
+            report.problems.append(f"no table of contents for the page's {sections} sections")
+    code_cells = page.locator(".cell_input pre").count()
+    buttons = page.locator(".cell_input button.copybtn").count()
+    if buttons < code_cells:
+        report.problems.append(
+            f"{code_cells - buttons} of {code_cells} code cells lack a copy button"
+        )
+    images = page.evaluate(
+        """() => Array.from(document.images).map(i => [i.getAttribute('src') || '',
+                 i.complete && i.naturalWidth > 0])"""
+    )
+    report.images = len(images)
+    report.problems += [f"image did not load: {src}" for src, ok in images if not ok]
+
+
+def _move_slider(page) -> str:
+    """Drag the first slider of the page; '' when its label changed."""
+    slider = page.locator(".widget-slider").first
+    if slider.count() == 0:
+        return "no slider on the page"
+    slider.scroll_into_view_if_needed()
+    readout = slider.locator(".widget-readout").first
+    before = readout.inner_text()
+    for where in (0.8, 0.1):  # a slider already near one end moves towards the other
+        handle = slider.locator(".noUi-handle").first.bounding_box()
+        track = slider.locator(".noUi-target, .slider").first.bounding_box()
+        if not handle or not track:
+            return "the slider has no size on the page"
+        y = handle["y"] + handle["height"] / 2
+        page.mouse.move(handle["x"] + handle["width"] / 2, y)
+        page.mouse.down()
+        page.mouse.move(track["x"] + track["width"] * where, y, steps=8)
+        page.mouse.up()
+        page.wait_for_timeout(200)
+        if readout.inner_text() != before:
+            return ""
+    return f"the slider's label stayed at {before!r} after a drag"
+
+
+def _flip_card(page) -> str:
+    card = page.locator(".pc-card").first
+    if card.count() == 0:
+        return "no flashcard on the page"
+    back = card.locator(".pc-card-back")
+    if back.is_visible():
+        return "the answer shows before the card is flipped"
+    card.click()
+    if not back.is_visible():
+        return "the answer did not show after a click"
+    if card.get_attribute("aria-pressed") != "true":
+        return "the flipped card does not say so (aria-pressed)"
+    card.click()
+    return "" if not back.is_visible() else "a second click did not hide the answer"
+
+
+def _search(page, index_url: str, query: str, expect: str) -> str:
+    page.goto(index_url, wait_until="load")
+    page.locator(".search-button-field").first.click()
+    box = page.locator("form.bd-search input[name=q]:visible").first  # the theme's search box
+    box.fill(query)
+    box.press("Enter")
+    page.wait_for_url(re.compile(r"search\.html"))
+    results = page.locator("#search-results li a, ul.search li a")
+    try:
+        results.first.wait_for(timeout=20_000)
+    except Exception:
+        return f"searching {query!r} found nothing"
+    hrefs = [results.nth(i).get_attribute("href") or "" for i in range(results.count())]
+    if not any(expect in href for href in hrefs):
+        return f"searching {query!r} did not find {expect} (found {hrefs[:5]})"
+    return ""
+
+
+class OfflineBrowser:
+    """Headless Chromium in which every request that is not a local file is refused.
+
+    ``with OfflineBrowser() as browser:`` gives ``browser.page``; :meth:`check` loads a page
+    and records its problems (console errors, failed requests and everything
+    :func:`_check_page` looks at) in a :class:`PageReport`. Requests that left or tried to
+    leave the machine collect in ``browser.outside``.
+    """
+
+    def __init__(self, timeout_s: float = 60.0):
+        self.timeout_s = timeout_s
+        self.outside: list[str] = []
+        self.report: PageReport | None = None  # problems of the page being looked at
+
+    def __enter__(self) -> OfflineBrowser:
+        from playwright.sync_api import sync_playwright
+
+        if not CHROMIUM.exists():
+            raise FileNotFoundError(f"{CHROMIUM} is missing (apt-get install chromium)")
+        self._playwright = sync_playwright().start()
+        try:
+            self._browser = self._playwright.chromium.launch(
+                executable_path=str(CHROMIUM), args=CHROMIUM_ARGS
+            )
+            context = self._browser.new_context(viewport=VIEWPORT, service_workers="block")
+            context.set_default_timeout(self.timeout_s * 1000)
+            context.route(re.compile(r"^(?!file:|data:|blob:|about:).*"), self._refuse)
+            page = self.page = context.new_page()
+        except BaseException:
+            self._playwright.stop()
+            raise
+        page.on("console", lambda m: m.type == "error" and self._note(f"console error: {m.text}"))
+        page.on("pageerror", lambda e: self._note(f"uncaught exception: {e}"))
+        page.on("requestfailed", lambda r: self._note(f"request failed: {r.url} ({r.failure})"))
+        page.on("request", lambda r: r.url.startswith(LOCAL_SCHEMES) or self.outside.append(r.url))
+        page.on("websocket", lambda ws: self.outside.append(ws.url))
+        return self
+
+    def __exit__(self, *exc) -> None:
+        try:
+            self._browser.close()
+        finally:
+            self._playwright.stop()
+
+    def _refuse(self, route) -> None:
+        self.outside.append(route.request.url)
+        route.abort()
+
+    def _note(self, problem: str) -> None:
+        if self.report is not None:
+            self.report.problems.append(problem)
+
+    def open(self, path: Path, report: PageReport) -> None:
+        """Load a page and wait for it to settle; its problems go to ``report``."""
+        self.report = report
+        self.page.goto(Path(path).as_uri(), wait_until="load")
+        _settle(self.page)
+
+    def check(self, path: Path, report: PageReport) -> PageReport:
+        """Load a page and check it (see :func:`_check_page`)."""
+        self.report = report
+        _check_page(self.page, Path(path).as_uri(), report)
+        return report
+
+
+def check_book(
+    site: Path,
+    *,
+    pages: list[str] | None = None,
+    screenshots: Path | None = None,
+    explorer: str | None = None,
+    flashcards: bool = True,
+    search: tuple[str, str] | None = ("ALiBi", "notebooks/03_alibi.html"),
+    timeout_s: float = 60.0,
+) -> CheckReport:
+    """Check a built book (see the module docstring).
+
+    ``pages``: the pages to load (default: every page). ``explorer``: the page whose first
+    slider is dragged and screenshotted (default: the first chapter with a slider).
+    ``flashcards``: flip a card of the first flashcard page. ``search``: a query and a page
+    its results must include. ``screenshots``: where the explorer page's screenshots go.
+    """
+    start = time.perf_counter()
+    site = Path(site).resolve()
+    if not (site / "index.html").exists():
+        raise FileNotFoundError(f"no book at {site} (index.html missing): run `make book`")
+    names = pages or sorted(
+        p.relative_to(site).as_posix()
+        for p in site.rglob("*.html")
+        if p.name != "genindex.html" and "_static" not in p.relative_to(site).parts
+    )
+    reports: list[PageReport] = []
+    interactions: dict[str, str] = {}
+    shots: list[Path] = []
+    with OfflineBrowser(timeout_s) as browser:
+        page = browser.page
+        for name in names:
+            reports.append(browser.check(site / name, PageReport(name)))
+
+        if explorer is None:
+            chapters = [r for r in reports if r.path.startswith("notebooks/") and r.sliders]
+            explorer = chapters[0].path if chapters else None
+        what = "move an explorer's slider"
+        if explorer and (site / explorer).exists():
+            report = PageReport(f"{explorer} (slider)")
+            browser.open(site / explorer, report)
+            if screenshots is not None:
+                shots += _screenshots(page, Path(screenshots), Path(explorer).stem)
+            interactions[what] = _move_slider(page)
+            if report.problems:
+                reports.append(report)
+        else:
+            interactions[what] = f"no page with a slider ({explorer or 'none found'})"
+
+        if flashcards:
+            card_pages = sorted(site.glob("flashcards/[0-9]*.html"))
+            what = "flip a flashcard"
+            if card_pages:
+                report = PageReport(f"{card_pages[0].relative_to(site)} (flip)")
+                browser.open(card_pages[0], report)
+                interactions[what] = _flip_card(page)
+                if report.problems:
+                    reports.append(report)
+            else:
+                interactions[what] = "no flashcard page in the book"
+
+        if search:
+            query, expect = search
+            report = PageReport(f"search {query!r}")
+            browser.report = report
+            interactions[f"search {query!r}"] = _search(
+                page, (site / "index.html").as_uri(), query, expect
+            )
+            if report.problems:
+                reports.append(report)
+        outside = list(browser.outside)
+    return CheckReport(
+        pages=reports,
+        interactions=interactions,
+        links=broken_local_links(site),
+        outside_requests=outside + outside_references(site),
+        screenshots=shots,
+        seconds=time.perf_counter() - start,
+    )
+
+
+def _screenshots(page, folder: Path, stem: str) -> list[Path]:
+    """The top of the page and its first explorer, as a reader at 1280x900 sees them."""
+    folder.mkdir(parents=True, exist_ok=True)
+    top, widget = folder / f"{stem}-top.png", folder / f"{stem}-explorer.png"
+    page.evaluate("() => window.scrollTo(0, 0)")
+    page.screenshot(path=str(top))
+    page.locator(".widget-slider").first.scroll_into_view_if_needed()
+    page.evaluate("() => window.scrollBy(0, -120)")
+    page.screenshot(path=str(widget))
+    return [top, widget]

@@ -1,0 +1,143 @@
+"""The book in a real browser, network blocked: headless Chromium via playwright.
+
+``make test`` builds two chapters (plus the start page); ``PECOURSE_BOOK_FULL=1`` builds the
+whole book instead (``make book-check`` runs the same check on ``build/book``). Skips when
+Debian's chromium is missing, unless ``PECOURSE_REQUIRE_BROWSER=1`` (CI), which makes a
+missing browser a failure.
+"""
+
+import json
+import os
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from pecourse import course
+from pecourse.book import builder, check, pages
+from pecourse.notebook_tools import execute
+
+SCREENS = course.REPO_ROOT / "build" / "book-screens"
+FULL = os.environ.get("PECOURSE_BOOK_FULL") == "1"
+
+
+def _require_browser():
+    pytest.importorskip("playwright.sync_api")
+    if check.CHROMIUM.exists():
+        return
+    if os.environ.get("PECOURSE_REQUIRE_BROWSER") == "1":
+        pytest.fail(f"PECOURSE_REQUIRE_BROWSER=1 but {check.CHROMIUM} is missing")
+    pytest.skip(f"{check.CHROMIUM} is not installed")
+
+
+@pytest.mark.slow
+def test_the_book_in_a_browser(tmp_path):
+    # Slow (about 20 s quiet, 45 s on a loaded machine): a Sphinx build and a browser session.
+    _require_browser()
+    result = builder.build(tmp_path / "book", chapters=None if FULL else [2, 3])
+    assert result.warnings == ()
+    report = check.check_book(
+        result.out, screenshots=SCREENS, search=("ALiBi", "notebooks/03_alibi.html")
+    )
+    assert report.ok, report.summary()
+    assert set(report.interactions) == {
+        "move an explorer's slider",
+        "flip a flashcard",
+        "search 'ALiBi'",
+    }
+    by_path = {p.path: p for p in report.pages}
+    alibi = by_path["notebooks/03_alibi.html"]
+    assert alibi.widgets >= 1 and alibi.maths > 20 and alibi.images >= 3
+    assert by_path["flashcards/03_alibi.html"].maths > 0
+    assert all(path.exists() for path in report.screenshots) and report.screenshots
+
+
+def test_the_check_fails_a_page_that_reaches_out_or_shows_raw_maths(tmp_path):
+    # The check must be able to fail: a page with a CDN script, raw maths, a missing image.
+    _require_browser()
+    (tmp_path / "index.html").write_text(
+        "<html><head><script src='https://cdn.jsdelivr.net/npm/x@1/x.js'></script></head>"
+        "<body><main><p>Inline $x^2$ and display $$y$$ left raw, a {{c1::cloze}} too.</p>"
+        "<img src='missing.png'></main></body></html>"
+    )
+    report = check.check_book(tmp_path, flashcards=False, search=None)
+    problems = "\n".join(report.problems)
+    assert "request outside the book: https://cdn.jsdelivr.net/npm/x@1/x.js" in problems
+    assert "untypeset maths (" in problems and "Inline $x^2$ and display $$y$$" in problems
+    assert "raw cloze markup" in problems
+    assert "image did not load: missing.png" in problems
+    assert "broken link index.html: missing.png" in problems
+    assert "no page with a slider" in problems
+    assert not report.ok
+
+
+LINKED = """\
+import ipywidgets as w
+
+slider = w.IntSlider(value=3, min=0, max=10, description="linked")
+box = w.IntText(value=3)
+w.jslink((slider, "value"), (box, "value"))
+w.VBox([slider, box, w.HTMLMath(value=r"typeset: $x^2 + 1$")])"""
+
+INTERACT = """\
+from ipywidgets import interact
+
+_ = interact(lambda n=2: print(n * n), n=(0, 9))"""
+
+
+@pytest.mark.slow
+def test_widgets_saved_by_the_execution_tool_work_in_the_book(tmp_path):
+    # Slow (about 15 s): runs a kernel, builds one page, opens it. The fixture stands in for
+    # chapter 01 of a course tree of its own; it is executed by the tool `make outputs` uses.
+    _require_browser()
+
+    slug = course.concept(1).slug
+    root = tmp_path / "course"
+    (root / "notebooks").mkdir(parents=True)
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_markdown_cell("# Widgets in the book"),
+        nbformat.v4.new_code_cell(LINKED),
+        nbformat.v4.new_code_cell(INTERACT),
+    ]
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    path = root / "notebooks" / f"{slug}.ipynb"
+    nbformat.write(nb, path)
+    execute(path)
+
+    saved = json.loads(path.read_text(encoding="utf-8"))
+    state = pages.saved_widget_state(saved)
+    views = [v for cell in saved["cells"] for v in pages._widget_views(cell)]
+    assert len(views) == 2 and all(v in state for v in views), "widget state was not saved"
+    assert [pages.needs_kernel(state, v) for v in views] == [False, True]
+
+    result = builder.build(tmp_path / "book", chapters=[1], root=root)
+    assert result.warnings == ()
+    name = f"notebooks/{slug}.html"
+    with check.OfflineBrowser() as browser:
+        report = browser.check(result.out / name, check.PageReport(name))
+        assert report.widgets == 2 and report.maths >= 1  # the HTMLMath widget is typeset
+        page = browser.page
+        notes = page.locator(".admonition").all_inner_texts()
+        assert len(notes) == 1 and pages.NEEDS_PYTHON[0] in notes[0]  # interact only
+        box = page.locator(".widget-text input").first
+        assert box.input_value() == "3"
+        assert check._move_slider(page) == ""
+        readout = page.locator(".widget-slider .widget-readout").first.inner_text()
+        assert readout != "3" and box.input_value() == readout  # jslink, no kernel
+        assert report.problems == [] and browser.outside == []
+    assert check.broken_local_links(result.out) == []
+
+
+def test_missing_browser_skips_or_fails(monkeypatch, tmp_path):
+    monkeypatch.setattr(check, "CHROMIUM", Path(tmp_path / "no-chromium"))
+    monkeypatch.delenv("PECOURSE_REQUIRE_BROWSER", raising=False)
+    with pytest.raises(pytest.skip.Exception):
+        _require_browser()
+    monkeypatch.setenv("PECOURSE_REQUIRE_BROWSER", "1")
+    with pytest.raises(pytest.fail.Exception, match="PECOURSE_REQUIRE_BROWSER=1"):
+        _require_browser()
