@@ -39,9 +39,25 @@ def test_extrapolation_table_and_learned_is_unavailable():
     assert elapsed < 120  # well under 30 s on two idle cores
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("name", [n for n in ex.EXPERIMENTS if n != "extrapolation"])
+# Each experiment end to end on a small budget: every model, the code path and the report
+# (the chapters' numbers come from the full budgets, recorded in pecourse/results).
+SMALL = {
+    "loss_by_position": dict(names=("rope", "alibi"), tokens=512),
+    "effective_context": dict(distances=(8, 96), lengths=(64, 256), samples=4),
+    "rope_scaling": dict(lengths=(64, 256), tokens=512, samples=4),
+    "augmentation": dict(lengths=(64, 256), tokens=512),
+    "rope_base": dict(distances=(8, 56), samples=4),
+    "cope_tasks": dict(lengths=(64, 128), samples=8),
+    "nope_irope": dict(lengths=(64, 256), tokens=512),
+}
+
+
+def test_every_experiment_has_a_small_budget():
+    assert set(SMALL) == set(ex.EXPERIMENTS) - {"extrapolation"}
+
+
+@pytest.mark.parametrize("name", sorted(SMALL))
 def test_every_experiment_runs(name):
-    res = ex.EXPERIMENTS[name]()
+    res = ex.EXPERIMENTS[name](**SMALL[name])
     assert res.rows and res.text and res.figure is not None
     assert res.to_dict()["name"] == name
