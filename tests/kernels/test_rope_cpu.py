@@ -199,3 +199,13 @@ def test_thread_pool_survives_fork():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and "child 0" in out.stdout, out.stderr
+
+
+def test_reference_takes_a_shared_batch_row_like_rotate():
+    """``[1, S, R/2]`` tables are one row of positions for the whole batch, in both functions
+    ("same signature, same numbers")."""
+    x = _randn(3, 2, 5, 8)
+    cos, sin = _tables(torch.arange(4, 9)[None], 8, torch.float32)  # [1, 5, 4]
+    want = rope_cpu.rotate_reference(x, cos[0], sin[0])
+    assert torch.equal(rope_cpu.rotate_reference(x, cos, sin), want)
+    assert torch.equal(rope_cpu.rotate(x, cos, sin), want)
