@@ -58,7 +58,8 @@ def _devices() -> list[tuple[str, str]]:
         for i in range(torch.cuda.device_count()):
             rows.append((f"GPU {i}", torch.cuda.get_device_name(i)))
     else:
-        rows.append(("GPU", "none (CUDA not available)"))
+        # Nothing in the chapters needs a GPU; only benchmarks/gpu_all.py does (say so, and no more).
+        rows.append(("GPU", "none (CUDA not available); every chapter runs on the CPU"))
     return rows
 
 

@@ -26,6 +26,16 @@ def test_info_reports_versions_devices_and_data_dir(capsys):
     assert "set by PECOURSE_DATA_DIR" in out
 
 
+def test_info_gpu_line_claims_no_recordings(monkeypatch):
+    # Without CUDA the report must not promise GPU recordings the course does not ship.
+    from pecourse import info
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    gpu = dict(info._devices())["GPU"]
+    assert gpu.startswith("none (CUDA not available)")
+    assert "recording" not in gpu and "CPU" in gpu
+
+
 def test_console_script_runs():
     done = subprocess.run(
         [sys.executable, "-m", "pecourse.cli", "--help"], capture_output=True, text=True

@@ -260,3 +260,84 @@ def test_witness_is_sorted_by_symbol_name():
         for claim in identity.claims:
             names = [str(k) for k in claim.witness]
             assert names == sorted(names), identity.key
+
+
+# ---- the admissible set above b*: rope_base_failures, rope_base_min_decay, BASE_BOUND_TABLE ----
+
+
+@pytest.fixture(scope="module")
+def failures_256(bounds):
+    b = bounds[256]
+    return b, D.rope_base_failures(256, HEAD_DIM, b, 8 * b)
+
+
+def test_failures_agree_with_a_dense_grid(failures_256):
+    import numpy as np
+
+    b, stretches = failures_256
+    assert stretches, "d=64, L=256 fails again above b* (the admissible set is not an interval)"
+    grid = np.geomspace(b * (1 + 1e-5), 8 * b * (1 - 1e-5), 1500)
+    inside = np.zeros(grid.shape, dtype=bool)
+    for start, end in stretches:
+        assert b < start < end <= 8 * b
+        inside |= (grid >= start * (1 + 1e-5)) & (grid <= end * (1 - 1e-5))
+    near_an_end = np.zeros(grid.shape, dtype=bool)
+    for start, end in stretches:
+        near_an_end |= (np.abs(grid / start - 1) < 1e-5) | (np.abs(grid / end - 1) < 1e-5)
+    ok = D.rope_base_admissible(grid, 256, HEAD_DIM)
+    assert not ok[inside].any()  # every base inside a reported stretch fails
+    assert ok[~inside & ~near_an_end].all()  # every other base passes: nothing was stepped over
+
+
+def test_failures_are_ordered_and_disjoint(failures_256):
+    _, stretches = failures_256
+    ends = [x for stretch in stretches for x in stretch]
+    assert ends == sorted(ends) and len(set(ends)) == len(ends)
+
+
+def test_min_decay_is_the_depth_of_the_worst_dip():
+    import numpy as np
+
+    bases = np.array([10.0, 1e3, 1e4])
+    depth = D.rope_base_min_decay(bases, 128, 32)
+    expected = [D.rope_long_term_decay(float(b), 32, 128)[1:].min() for b in bases]
+    np.testing.assert_allclose(depth, expected)
+    assert list(depth >= 0) == list(D.rope_base_admissible(bases, 128, 32))
+    with pytest.raises(ValueError, match="bases"):
+        D.rope_base_min_decay([[1e4]], 128, 32)
+
+
+def test_failures_refuse_bad_input():
+    with pytest.raises(ValueError, match="high"):
+        D.rope_base_failures(64, 16, 1e4, 1e3)
+    with pytest.raises(ValueError, match="low"):
+        D.rope_base_failures(64, 16, 0.5, 1e3)
+    with pytest.raises(ValueError, match="rtol"):
+        D.rope_base_failures(64, 16, 1e3, 1e4, rtol=0.0)
+    with pytest.raises(ValueError, match="head_dim"):
+        D.rope_base_failures(64, 15, 1e3, 1e4)
+
+
+def test_base_bound_table_holds_the_definition():
+    # Every row: b* admissible and just below it not; every listed stretch fails at its middle,
+    # every gap between stretches (up to 8 b*) passes at its middle. Cheap: a few dozen bases.
+    import math
+
+    for length, (b_star, stretches) in D.BASE_BOUND_TABLE.items():
+        assert D.rope_base_condition(b_star, length, 128), length
+        assert not D.rope_base_condition(b_star * (1 - 1e-6), length, 128), length
+        if stretches is None:
+            continue
+        edges = [b_star, *[x for stretch in stretches for x in stretch], 8 * b_star]
+        for k, (lo, hi) in enumerate(zip(edges, edges[1:])):
+            middle = math.sqrt(lo * hi)
+            assert D.rope_base_condition(middle, length, 128) == (k % 2 == 0), (length, lo, hi)
+
+
+def test_base_bound_table_1k_row_is_recomputed():
+    b_star, stretches = D.BASE_BOUND_TABLE[1024]
+    assert D.rope_base_lower_bound(1024, 128) == pytest.approx(b_star, rel=1e-9)
+    found = D.rope_base_failures(1024, 128, b_star, 8 * b_star)
+    assert len(found) == len(stretches)
+    for (a, b), (c, d) in zip(found, stretches):
+        assert a == pytest.approx(c, rel=1e-5) and b == pytest.approx(d, rel=1e-5)

@@ -39,7 +39,8 @@ key                                         claim
 ==========================================  ==========================================
 
 Numerics for the last one: :func:`rope_base_lower_bound`, :func:`rope_base_condition`,
-:func:`rope_base_admissible`, :func:`rope_long_term_decay`, :func:`rope_base_table`.
+:func:`rope_base_admissible`, :func:`rope_base_failures`, :func:`rope_base_min_decay`,
+:func:`rope_long_term_decay`, :func:`rope_base_table` and :data:`BASE_BOUND_TABLE`.
 """
 
 from __future__ import annotations
@@ -100,6 +101,9 @@ _EXPORTS = {
     "rope_base_admissible": "_base_bound",
     "rope_base_lower_bound": "_base_bound",
     "rope_base_table": "_base_bound",
+    "rope_base_min_decay": "_base_bound",
+    "rope_base_failures": "_base_bound",
+    "BASE_BOUND_TABLE": "_base_bound",
     "DEFAULT_CONTEXT_LENGTHS": "_base_bound",
 }
 

@@ -19,35 +19,45 @@ The smallest base, precisely
 
     b*(L, d) = min { b >= 1 : B_{m,theta(b)} >= 0 for every integer m with 1 <= m <= L }.
 
-The set of admissible bases is *not* an interval: above b* there are bases that fail again
-(for d = 128 and L = 1024, b* ~ 4.29e3 but, e.g., b = 4.4e3 fails, and admissible and failing
-bases alternate up to ~6e3). b* is the smallest admissible one; a safe choice in practice is
-comfortably above it.
+The set of admissible bases is *not* an interval: above b* there are bases that fail again.
+:func:`rope_base_failures` finds every failing stretch of bases in a range with the same
+kind of certified walk (below), and :data:`BASE_BOUND_TABLE` records, for d = 128, b* and
+where the last failure above it ends, both computed by this module (a test recomputes the
+cheap rows and checks every row against the definition):
 
-The search walks up in u = ln b from b = 1 and never skips an admissible base: at a failing
-base, some m has B_m < 0, and since |dB_m/du| <= m * sum_i x_i theta_i (x_i = 2i/d, theta_i
-decreasing in u) this B_m stays negative for the next -B_m / (m * S) in u, where
-S = sum_i x_i theta_i at the current base, so all of that stretch is inadmissible and is
-skipped. The walk stops at the first base where every m passes.
-The steps are floored at a relative ``rtol`` (default 1e-9), so an admissible window narrower
-than that could be stepped over; the returned base is admissible (checked for all m <= L) and
-accurate to about ``rtol``.
+    L       b*          last failing base (searched up to 8 b*)    ratio
+    1,024   4.293e3     6.018e3                                    1.40
+    2,048   1.159e4     2.276e4                                    1.96
+    4,096   2.695e4     5.879e4                                    2.18
+    8,192   8.376e4     3.943e5                                    4.71
+
+The failures above b* are shallow: sampling five bases inside every stretch, the deepest dip
+found is min_m B_m = -7.7 (4k, at 1.33 b*), against B_0 = d/2 = 64. So "a base comfortably
+above b*" is safe only in that soft sense: for d = 128 a base must exceed b* by a factor of
+about 1.4 (1k) to 4.7 (8k) before no distance m <= L fails.
+
+The walk in u = ln b
+--------------------
+Both searches rest on one bound: |dB_m/du| <= m * S(u), S(u) = sum_i x_i theta_i
+(x_i = 2i/d), and S decreases as u grows. So at a failing base with B_m < 0 the next
+-B_m / (m S) in u fail too, and at an admissible base every B_m stays >= 0 for the next
+min_m B_m / (m S). :func:`rope_base_lower_bound` walks up from b = 1 through failing
+stretches and stops at the first admissible base; :func:`rope_base_failures` walks through
+both kinds. Each step is certified, so the ends of every stretch are exact up to a relative
+``rtol`` (default 1e-9 and 1e-6): only a window narrower than ``rtol`` could be stepped
+over. The returned b* is admissible (checked for all m <= L). Run time of
+``rope_base_lower_bound``: about a second up to 8k, ~15 s at 32k and ~2 min at 64k on one
+CPU core; :func:`rope_base_failures` over [b*, 8 b*] takes seconds at 1k and minutes at 8k.
 
 Comparison with the paper
 -------------------------
-With this definition, d = 128 (see :func:`rope_base_table`; rounded):
-
-    L       1k      2k      4k      8k      16k     32k     64k
-    b*      4.29e3  1.16e4  2.70e4  8.38e4  2.32e5  6.30e5  2.09e6
-
-From memory (not re-checked against the PDF) the paper's table for d = 128 lists
-1k: 4.3e3, 2k: 1.6e4, 4k: 2.7e4, 8k: 8.4e4, 16k: 3.1e5, 32k: 6.4e5, 64k: 2.1e6. The 1k, 4k,
-8k and 64k values agree with ours to two significant digits and 32k within 2%. At 2k and 16k
-our bases are clearly smaller: there the admissible set begins with narrow windows below
-the paper's value, which a coarse scan over b would miss. Above our b* the condition fails again:
-at 2k for bases up to about 1.53e4 (it holds at 1.6e4); at 16k it even fails at 3.1e5 itself,
-so the remembered 16k value is at best a rounded one. Treat the remembered paper values as unverified. Run time: about a second up to
-8k, ~15 s at 32k and ~2 min at 64k on one CPU core.
+Men et al. summarise their per-length bounds with the fit b ~ 0.0424 L^1.628 (Figure 1).
+That fit is the only figure from the paper this module relies on; the paper's per-length
+values were not re-checked against the PDF. Because of the gaps above b*, a scan over a
+coarse grid of bases can return any base between b* and the last failing one (a 5% grid
+that starts at 1,000 returns 1.46e4 at 2k, against b* = 1.16e4, and 2.90e4 at 4k), so a
+quoted "bound" depends on its definition and on the resolution of the search. Say which
+you use.
 """
 
 from __future__ import annotations
@@ -65,6 +75,9 @@ __all__ = [
     "rope_base_admissible",
     "rope_base_lower_bound",
     "rope_base_table",
+    "rope_base_min_decay",
+    "rope_base_failures",
+    "BASE_BOUND_TABLE",
     "DEFAULT_CONTEXT_LENGTHS",
 ]
 
@@ -322,6 +335,168 @@ def rope_base_lower_bound(context_length: int, head_dim: int, *, rtol: float = 1
         # B_m stays negative while u moves by less than -B_m / (m * slope): skip that stretch.
         step = float((-b_bad / (m_bad * slope)).max()) if slope > 0 else math.inf
         u += max(step, rtol)
+
+
+def rope_base_min_decay(bases, context_length: int, head_dim: int):
+    """min over 1 <= m <= context_length of B_{m,theta} = sum_i cos(m theta_i), for each base.
+
+    The depth of the worst dip of Men et al.'s discrimination curve (arXiv:2405.14591,
+    Theorem 1): a base is admissible exactly when this is >= 0. ``bases`` is a 1-D sequence
+    of floats; returns a float64 numpy array of the same length. Refuses bases below 1,
+    context_length < 1 and an odd head_dim.
+    """
+    import numpy as np
+
+    from pecourse._validate import check_float
+
+    context_length, head_dim = _validate(context_length, head_dim)
+    bases = np.asarray(bases, dtype=np.float64)
+    if bases.ndim != 1:
+        raise ValueError(f"bases must be a 1-D sequence, got shape {bases.shape}")
+    distances = np.arange(1, context_length + 1, dtype=np.float64)
+    out = np.empty(bases.shape, dtype=np.float64)
+    for n, base in enumerate(bases):
+        base = check_float("bases", float(base), minimum=1.0)
+        out[n] = _decay(_thetas(base, head_dim), distances).min()
+    return out
+
+
+def rope_base_failures(
+    context_length: int, head_dim: int, low: float, high: float, *, rtol: float = 1e-6
+) -> list[tuple[float, float]]:
+    """Every stretch of failing bases in [low, high]: ``[(start, end), ...]``, in order.
+
+    A base fails when B_{m,theta} < 0 for some 1 <= m <= context_length (arXiv:2405.14591).
+    The walk in u = ln b (module docstring) certifies each step, so each ``start`` is the
+    first failing base after an admissible stretch and each ``end`` the first admissible
+    base after a failing one, exact up to the relative ``rtol``; a window narrower than
+    ``rtol`` could be stepped over. A stretch still failing at ``high`` ends at ``high``.
+    Refuses low < 1, high <= low, context_length < 1, an odd head_dim and rtol <= 0.
+    """
+    import numpy as np
+
+    from pecourse._validate import check_float
+
+    context_length, head_dim = _validate(context_length, head_dim)
+    low = check_float("low", low, minimum=1.0)
+    high = check_float("high", high, minimum=1.0)
+    if not high > low:
+        raise ValueError(f"high must be greater than low, got low={low} and high={high}")
+    rtol = check_float("rtol", rtol, minimum=0.0, strict_minimum=True)
+    x = np.arange(0, head_dim, 2, dtype=np.float64) / head_dim  # theta_i = b^(-x_i)
+    distances = np.arange(1, context_length + 1, dtype=np.float64)
+    u, u_high = math.log(low), math.log(high)
+    stretches, start = [], None
+    while u < u_high:
+        thetas = _thetas(math.exp(u), head_dim)
+        slope = float((x * thetas).sum())  # |dB_m/du| <= m * slope from here on
+        values = _decay(thetas, distances)
+        bad = values < 0
+        if bad.any():
+            if start is None:
+                start = math.exp(u)
+            # every failing m stays negative for -B_m / (m * slope): take the longest
+            step = float((-values[bad] / distances[bad]).max()) / slope if slope > 0 else math.inf
+        else:
+            if start is not None:
+                stretches.append((start, math.exp(u)))
+                start = None
+            # every B_m stays >= 0 for B_m / (m * slope): take the shortest
+            step = float((values / distances).min()) / slope if slope > 0 else math.inf
+        u += max(step, rtol)
+    if start is not None:
+        stretches.append((start, high))
+    return stretches
+
+
+#: Computed by this module for head_dim 128: context length -> (b*, failing stretches), where
+#: b* = ``rope_base_lower_bound(L, 128)`` and the stretches are
+#: ``rope_base_failures(L, 128, b*, 8 * b*)`` (ends to 6 significant digits; ``None``: not
+#: searched, minutes of CPU). tests/test_derivations.py recomputes the 1k row and checks every
+#: row against the definition.
+BASE_BOUND_TABLE = {
+    1024: (
+        4293.43757267451,
+        (
+            (4330.33, 5602.18),
+            (5644.35, 6018.28),
+        ),
+    ),
+    2048: (
+        11587.244312149976,
+        (
+            (11649.4, 12418.2),
+            (12452.4, 13561.6),
+            (13615.8, 13761.1),
+            (13811.9, 14470.0),
+            (14774.5, 15300.3),
+            (16197.8, 16579.4),
+            (16815.1, 17250.5),
+            (22047.8, 22764.3),
+        ),
+    ),
+    4096: (
+        26952.33925033133,
+        (
+            (26973.1, 28628.7),
+            (29079.9, 30127.2),
+            (30199.7, 39206.1),
+            (39307.2, 40289.4),
+            (40324.1, 43146.4),
+            (43341.4, 44546.7),
+            (44963.0, 45820.8),
+            (46851.4, 47064.8),
+            (52703.3, 53433.9),
+            (54390.4, 54618.1),
+            (54643.2, 55159.8),
+            (55429.7, 55831.8),
+            (56716.5, 57095.8),
+            (57133.5, 57533.9),
+            (58221.8, 58789.5),
+        ),
+    ),
+    8192: (
+        83763.84107725027,
+        (
+            (84469.7, 89412.0),
+            (89460.6, 90231.0),
+            (90371.5, 90772.5),
+            (91250.1, 93294.2),
+            (93895.3, 96422.0),
+            (97476.4, 98804.9),
+            (99679.8, 100293.0),
+            (100766.0, 101826.0),
+            (102324.0, 102781.0),
+            (103555.0, 111863.0),
+            (111900.0, 122112.0),
+            (122848.0, 123692.0),
+            (124069.0, 135374.0),
+            (135662.0, 139646.0),
+            (140117.0, 140352.0),
+            (143935.0, 144777.0),
+            (145215.0, 145602.0),
+            (145776.0, 148871.0),
+            (151440.0, 153230.0),
+            (153836.0, 154166.0),
+            (154182.0, 154392.0),
+            (156686.0, 158309.0),
+            (158573.0, 158911.0),
+            (162190.0, 162471.0),
+            (163843.0, 165061.0),
+            (165379.0, 167425.0),
+            (168668.0, 169891.0),
+            (170171.0, 170817.0),
+            (171550.0, 172081.0),
+            (173053.0, 173217.0),
+            (176954.0, 178196.0),
+            (178493.0, 179561.0),
+            (290764.0, 292591.0),
+            (392686.0, 394328.0),
+        ),
+    ),
+    16384: (231643.6470158871, None),
+    32768: (629978.2629624101, None),
+}
 
 
 def rope_base_table(context_lengths=DEFAULT_CONTEXT_LENGTHS, head_dim: int = 128) -> dict:
