@@ -19,6 +19,7 @@ __all__ = [
     "check_tensor",
     "check_positions",
     "check_even",
+    "check_base",
 ]
 
 
@@ -72,6 +73,11 @@ def check_even(name: str, value) -> int:
     if value % 2:
         raise ValueError(f"{name} must be even (dimensions are rotated in pairs), got {value}")
     return value
+
+
+def check_base(value, name: str = "base") -> float:
+    """A frequency base above 1 (a base of 1 makes every frequency equal)."""
+    return check_float(name, value, minimum=1.0, strict_minimum=True)
 
 
 def check_tensor(

@@ -29,8 +29,9 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from .._validate import check_float, check_int, check_positions, check_tensor
+from .._validate import check_base, check_float, check_int, check_positions, check_tensor
 from ..attention import PositionScheme
+from .rotary import cos_sin
 
 __all__ = [
     "sinusoidal_frequencies",
@@ -60,7 +61,7 @@ def sinusoidal_frequencies(dim: int, base: float = 10000.0) -> Tensor:
     non-positive ``dim`` and a ``base`` ≤ 1 (a base of 1 makes every frequency equal to 1).
     """
     dim = _check_dim("dim", dim)
-    base = check_float("base", base, minimum=1.0, strict_minimum=True)
+    base = check_base(base)
     two_i = torch.arange(0, dim, 2, dtype=torch.float64)  # 2i = 0, 2, ..., d-2
     return base ** (-two_i / dim)  # ω_i = base^(-2i/d)
 
@@ -77,10 +78,10 @@ def sinusoidal_encoding(
     negative positions.
     """
     check_positions("positions", positions, ndim=tuple(range(0, 8)))
-    omega = sinusoidal_frequencies(dim, base).to(positions.device)
-    angle = positions.to(torch.float64)[..., None] * omega  # t·ω_i, [..., d/2]
+    # cos(t·ω_i), sin(t·ω_i) in float64: the same angle table RoPE rotates by.
+    cos, sin = cos_sin(positions, sinusoidal_frequencies(dim, base), dtype=torch.float64)
     # Stack (sin, cos) on a new last axis and flatten it: [s0, c0, s1, c1, ...].
-    pe = torch.stack((torch.sin(angle), torch.cos(angle)), dim=-1)
+    pe = torch.stack((sin, cos), dim=-1)
     return pe.flatten(-2).to(dtype)
 
 
@@ -118,7 +119,9 @@ def sinusoidal_shift_matrix(
     """
     delta = check_float("delta", delta)
     omega = sinusoidal_frequencies(dim, base)
-    c, s = torch.cos(delta * omega), torch.sin(delta * omega)  # cos Δω_i, sin Δω_i
+    c, s = cos_sin(
+        torch.tensor(delta, dtype=torch.float64), omega, dtype=torch.float64
+    )  # cos Δω_i, sin Δω_i
     m = torch.zeros(dim, dim, dtype=torch.float64)
     even = torch.arange(0, dim, 2)
     m[even, even] = c  # sin' = cos(Δω)·sin + sin(Δω)·cos
@@ -159,8 +162,6 @@ class LearnedAbsolute(PositionScheme):
     that is not 3-D float with last size ``d_model``. Place: the input.
     """
 
-    places = ("input",)
-
     def __init__(self, max_positions: int, d_model: int):
         super().__init__()
         self.max_positions = check_int("max_positions", max_positions, minimum=1)
@@ -185,18 +186,18 @@ class Sinusoidal(PositionScheme):
     ``h_t ← h_t + PE(t)`` with ``PE`` from :func:`sinusoidal_encoding` (interleaved sin/cos).
     Nothing is learned and any length is computed on the fly. (The original model also
     multiplies the token embedding by ``√d_model`` before the sum, section 3.4; that belongs
-    to the embedding layer, not to the position scheme.) :meth:`embed` takes ``hidden``
+    to the embedding layer, which reads :attr:`scale_embeddings`.) :meth:`embed` takes ``hidden``
     ``[batch, seq, d_model]`` and positions ``[seq]`` or ``[batch, seq]`` and returns
     ``hidden``'s shape and dtype. Refuses an odd ``d_model``, a ``base`` ≤ 1, float or
     negative positions, and positions or ``hidden`` of mismatched shape. Place: the input.
     """
 
-    places = ("input",)
+    scale_embeddings = True  # section 3.4: the model multiplies token embeddings by √d_model
 
     def __init__(self, d_model: int, base: float = 10000.0):
         super().__init__()
         self.d_model = _check_dim("d_model", d_model)
-        self.base = check_float("base", base, minimum=1.0, strict_minimum=True)
+        self.base = check_base(base)
 
     def embed(self, hidden: Tensor, positions: Tensor) -> Tensor:
         """``hidden`` ``[batch, seq, d_model]`` + ``PE(positions)`` (``[seq]`` or ``[batch, seq]``)."""

@@ -25,7 +25,7 @@ import torch
 from torch import Tensor
 
 from .._validate import check_int, check_positions, check_tensor
-from ..attention import PositionScheme
+from ..attention import PositionScheme, relative_offsets
 
 __all__ = ["slopes", "alibi_bias", "alibi_bias_from_positions", "ALiBi"]
 
@@ -85,7 +85,7 @@ def alibi_bias_from_positions(
     k_positions = check_positions("k_positions", k_positions)
     # j - i, in int64 so large positions stay exact; broadcasts over a batch axis.
     # (Negating the integer distance, not the slope, keeps the diagonal at +0, not -0.)
-    neg_distance = k_positions.long()[..., None, :] - q_positions.long()[..., :, None]
+    neg_distance = relative_offsets(q_positions, k_positions)
     if causal:
         neg_distance = neg_distance.clamp(max=0)  # -(i - j); keys after i are masked: 0
     else:
@@ -130,8 +130,6 @@ class ALiBi(PositionScheme):
     ``-m|i-j|`` bias for bidirectional attention. Refuses a query tensor whose head count is
     not ``num_heads``. Place: the scores. No parameters are learned.
     """
-
-    places = ("scores",)
 
     def __init__(self, num_heads: int, *, causal: bool = True):
         super().__init__()

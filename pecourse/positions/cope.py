@@ -188,7 +188,6 @@ class CoPE(PositionScheme):
     ``num_heads`` or ``gate_scale``, and what :func:`cope_bias` refuses.
     """
 
-    places = ("scores",)
     requires_causal = True
 
     def __init__(

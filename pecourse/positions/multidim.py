@@ -19,9 +19,8 @@ own, independent set of rotation planes:
   is rotated by the temporal id, section 1 by the height id, section 2 by the width id. Text
   tokens get the same id on all three axes, so on text M-RoPE *is* 1D RoPE.
 
-Frequencies and angles follow the course's numerics: the angle table is computed in float64,
-its cos/sin taken there, the rotation done in float32 (float64 for float64 inputs) and cast
-back to the input dtype. The rotation itself is :mod:`pecourse.positions.rope`'s.
+The angle tables and the rotation are the rotary core's
+(:mod:`pecourse.positions.rotary`), with its numerics.
 """
 
 from __future__ import annotations
@@ -33,6 +32,7 @@ import torch
 from torch import Tensor
 
 from .._validate import (
+    check_base,
     check_choice,
     check_even,
     check_float,
@@ -41,8 +41,7 @@ from .._validate import (
     check_tensor,
 )
 from ..attention import PositionScheme
-from .rope import PAIRINGS, _compute_dtype, _rotate
-from .rope import inv_freq as rope_inv_freq
+from .rotary import PAIRINGS, compute_dtype, cos_sin, rope_frequencies, rotate_pairs
 
 __all__ = [
     "grid_positions",
@@ -115,7 +114,7 @@ def axial_inv_freq(head_dim: int, n_axes: int, base: float = 10000.0) -> Tensor:
     uses ``base=100``). Returns float64 ``[D/2]``. Refuses a head_dim that does not split
     into ``n_axes`` even chunks, ``n_axes`` < 1 and ``base <= 1``.
     """
-    return rope_inv_freq(_axis_dim(head_dim, n_axes), base)
+    return rope_frequencies(_axis_dim(head_dim, n_axes), check_base(base))
 
 
 def pixel_inv_freq(axis_dim: int, max_freq: float = 10.0) -> Tensor:
@@ -146,11 +145,6 @@ def _check_batch_seq(name: str, shape, x: Tensor, what: str) -> None:
             f"{name} must be {what} with seq = x.shape[2] = {s} and batch {b} (or 1), got "
             f"shape {tuple(shape)}"
         )
-
-
-def _table(t: Tensor) -> Tensor:
-    """``[seq, r]`` -> ``[1, 1, seq, r]``; ``[batch, seq, r]`` -> ``[batch, 1, seq, r]``."""
-    return t[None, None] if t.ndim == 2 else t[:, None]
 
 
 def apply_axial_rope(
@@ -187,7 +181,7 @@ def apply_axial_rope(
         raise ValueError("coords must be finite")
     d_axis = _axis_dim(x.shape[-1], n_axes)
     if inv_freq is None:
-        inv_freq = rope_inv_freq(d_axis, base)
+        inv_freq = rope_frequencies(d_axis, check_base(base))
     check_tensor("inv_freq", inv_freq, ndim=(1, 2), floating=True)
     if inv_freq.ndim == 1:
         inv_freq = inv_freq.expand(n_axes, -1)
@@ -196,17 +190,12 @@ def apply_axial_rope(
             f"inv_freq must be [{d_axis // 2}] or [n_axes={n_axes}, {d_axis // 2}] (one "
             f"frequency per pair of a {d_axis}-dim chunk), got shape {tuple(inv_freq.shape)}"
         )
-    compute = _compute_dtype(x)
-    out = torch.empty_like(x)
-    for a in range(n_axes):
-        # c_a · θ_i in float64: coordinates and frequencies both exact to double precision.
-        angles = coords[a].to(device=x.device, dtype=torch.float64)[..., None] * inv_freq[a].to(
-            device=x.device, dtype=torch.float64
-        )
-        cos, sin = _table(torch.cos(angles).to(compute)), _table(torch.sin(angles).to(compute))
-        chunk = slice(a * d_axis, (a + 1) * d_axis)
-        out[..., chunk] = _rotate(x[..., chunk], cos, sin, pairing)
-    return out
+    chunks = []
+    for a in range(n_axes):  # chunk a turns by c_a · θ_i (angles in float64)
+        cos, sin = cos_sin(coords[a].to(x.device), inv_freq[a], dtype=compute_dtype(x))
+        chunk = x[..., a * d_axis : (a + 1) * d_axis]
+        chunks.append(rotate_pairs(chunk, cos, sin, pairing=pairing))
+    return torch.cat(chunks, dim=-1)
 
 
 class AxialRoPE(PositionScheme):
@@ -228,8 +217,6 @@ class AxialRoPE(PositionScheme):
     it), and coordinates not shaped ``[n_axes, (batch,) seq]``.
     """
 
-    places = ("qk",)
-
     def __init__(
         self,
         head_dim: int,
@@ -247,7 +234,7 @@ class AxialRoPE(PositionScheme):
         self.pairing = check_choice("pairing", pairing, PAIRINGS)
         self.freqs_for = check_choice("freqs_for", freqs_for, ("lang", "pixel"))
         if freqs_for == "lang":
-            self.inv_freq = rope_inv_freq(self.axis_dim, base)
+            self.inv_freq = rope_frequencies(self.axis_dim, check_base(base))
         else:
             self.inv_freq = pixel_inv_freq(self.axis_dim, max_freq)
         self.grid = None
@@ -353,15 +340,10 @@ def mrope_cos_sin(
     check_tensor("inv_freq", inv_freq, ndim=1, floating=True)
     sections = _check_sections(mrope_section, inv_freq.shape[0])
     attention_factor = check_float("attention_factor", attention_factor, minimum=0.0)
-    # axis_of[i] = which of (t, h, w) drives frequency i: [0]*s0 + [1]*s1 + [2]*s2.
-    axis_of = torch.repeat_interleave(
-        torch.arange(3, device=positions.device), torch.tensor(sections, device=positions.device)
-    )
-    # pos_per_freq[b, s, i] = positions[axis_of[i], b, s]
-    pos_per_freq = positions.permute(1, 2, 0)[..., axis_of].to(torch.float64)
-    angles = pos_per_freq * inv_freq.to(device=positions.device, dtype=torch.float64)
-    cos = (torch.cos(angles) * attention_factor).to(dtype)
-    sin = (torch.sin(angles) * attention_factor).to(dtype)
+    # The tables of each axis, then section s of the frequencies taken from axis s.
+    tables = [cos_sin(positions[a], inv_freq, attention_factor, dtype=dtype) for a in range(3)]
+    cos = torch.cat([t[0].split(sections, -1)[a] for a, t in enumerate(tables)], -1)
+    sin = torch.cat([t[1].split(sections, -1)[a] for a, t in enumerate(tables)], -1)
     return cos, sin
 
 
@@ -393,14 +375,14 @@ def apply_mrope(
     _check_batch_seq("positions", positions.shape[1:], x, "[3, batch, seq]")
     half = x.shape[-1] // 2
     if inv_freq is None:
-        inv_freq = rope_inv_freq(x.shape[-1], base, device=x.device)
+        inv_freq = rope_frequencies(x.shape[-1], check_base(base), device=x.device)
     check_tensor("inv_freq", inv_freq, ndim=1, floating=True)
     if inv_freq.shape[0] != half:
         raise ValueError(f"inv_freq must have head_dim/2 = {half} entries, got {inv_freq.shape[0]}")
     cos, sin = mrope_cos_sin(
-        positions, inv_freq, mrope_section, attention_factor, dtype=_compute_dtype(x)
+        positions, inv_freq, mrope_section, attention_factor, dtype=compute_dtype(x)
     )
-    return _rotate(x, cos[:, None], sin[:, None], pairing)
+    return rotate_pairs(x, cos, sin, pairing=pairing)
 
 
 def _check_segment(i: int, seg) -> int | tuple[int, int, int]:
@@ -471,8 +453,6 @@ class MRoPE(PositionScheme):
     :func:`apply_mrope` refuses.
     """
 
-    places = ("qk",)
-
     def __init__(
         self,
         head_dim: int,
@@ -485,7 +465,7 @@ class MRoPE(PositionScheme):
         self.head_dim = check_even("head_dim", head_dim)
         self.mrope_section = _check_sections(mrope_section, self.head_dim // 2)
         self.pairing = check_choice("pairing", pairing, PAIRINGS)
-        self.inv_freq = rope_inv_freq(self.head_dim, base)
+        self.inv_freq = rope_frequencies(self.head_dim, check_base(base))
 
     @staticmethod
     def _as_3d(name: str, positions: Tensor) -> Tensor:

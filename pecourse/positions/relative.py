@@ -34,7 +34,7 @@ import torch
 from torch import Tensor, nn
 
 from .._validate import check_int, check_positions, check_tensor
-from ..attention import PositionScheme
+from ..attention import PositionScheme, relative_offsets
 
 __all__ = [
     "clipped_relative_ids",
@@ -42,6 +42,7 @@ __all__ = [
     "shaw_key_term",
     "shaw_value_term",
     "ShawRelative",
+    "ShawKeysOnly",
     "t5_bucket",
     "t5_bias",
     "T5RelativeBias",
@@ -63,7 +64,7 @@ def clipped_relative_ids(q_positions: Tensor, k_positions: Tensor, max_distance:
     max_distance = check_int("max_distance", max_distance, minimum=1)
     q_positions = check_positions("q_positions", q_positions)
     k_positions = check_positions("k_positions", k_positions)
-    offset = k_positions.long()[..., None, :] - q_positions.long()[..., :, None]  # j - i
+    offset = relative_offsets(q_positions, k_positions)  # j - i
     return offset.clamp(-max_distance, max_distance) + max_distance  # clip(j-i, k) + k
 
 
@@ -155,23 +156,21 @@ class ShawRelative(PositionScheme):
     Learned tables ``w^K`` and ``w^V``, each ``[2k+1, head_dim]`` and shared by all heads
     and positions. :meth:`score_bias` adds the key term (:func:`shaw_key_term`, eq. 4/5,
     already divided by ``√d``); :meth:`transform_output` adds the value term
-    (:func:`shaw_value_term`, eq. 3) using the attention probabilities. ``values=False``
-    keeps only the key term (in the paper's ablation, Table 3, the key term alone scored as
-    well as both: 25.8 BLEU on EN-DE dev). Offsets are taken from the query and key
-    positions it is given. Places: the scores and the values/outputs. Refuses a ``q`` whose
-    ``head_dim`` is not this scheme's, and ``head_dim`` or ``max_distance`` < 1.
+    (:func:`shaw_value_term`, eq. 3) using the attention probabilities (so ``needs_probs``).
+    :class:`ShawKeysOnly` keeps the key term alone. Offsets are taken from the query and key
+    positions it is given.
     """
 
-    places = ("scores", "values")
+    needs_probs = True  # the value term averages w^V with the attention weights
 
-    def __init__(self, head_dim: int, max_distance: int, *, values: bool = True):
+    def __init__(self, head_dim: int, max_distance: int):
         super().__init__()
         self.head_dim = check_int("head_dim", head_dim, minimum=1)
         self.max_distance = check_int("max_distance", max_distance, minimum=1)
         rows = 2 * self.max_distance + 1
         self.table_k = nn.Parameter(torch.randn(rows, self.head_dim) * 0.02)
-        self.table_v = nn.Parameter(torch.randn(rows, self.head_dim) * 0.02) if values else None
-        self.places = ("scores", "values") if values else ("scores",)
+        if self.needs_probs:  # only where the value term is used
+            self.table_v = nn.Parameter(torch.randn(rows, self.head_dim) * 0.02)
 
     def _ids(self, q_positions: Tensor, k_positions: Tensor, device) -> Tensor:
         return clipped_relative_ids(q_positions, k_positions, self.max_distance).to(device)
@@ -186,13 +185,22 @@ class ShawRelative(PositionScheme):
     def transform_output(
         self, out: Tensor, probs: Tensor, q_positions: Tensor, k_positions: Tensor
     ) -> Tensor:
-        if self.table_v is None:
-            return out
         ids = self._ids(q_positions, k_positions, out.device)
         return out + shaw_value_term(probs, self.table_v, ids)  # Σ α_ij v_j + Σ α_ij a^V_ij
 
     def extra_repr(self) -> str:
         return f"head_dim={self.head_dim}, max_distance={self.max_distance}, places={self.places}"
+
+
+class ShawKeysOnly(ShawRelative):
+    r"""Shaw et al. with the key term only: the scores place, no value table.
+
+    In the paper's ablation (Table 3) the key term alone scored as well as both: 25.8 BLEU
+    on EN-DE dev.
+    """
+
+    needs_probs = False
+    transform_output = PositionScheme.transform_output  # no value term: NoPE's output hook
 
 
 # --------------------------------------------------------------------------------------
@@ -288,7 +296,7 @@ def t5_bias(
     check_tensor("table", table, ndim=2, floating=True)
     q_positions = check_positions("q_positions", q_positions)
     k_positions = check_positions("k_positions", k_positions)
-    rel = k_positions.long()[..., None, :] - q_positions.long()[..., :, None]  # j - i
+    rel = relative_offsets(q_positions, k_positions)  # j - i
     buckets = t5_bucket(
         rel.to(table.device),
         bidirectional=bidirectional,
@@ -311,8 +319,6 @@ class T5RelativeBias(PositionScheme):
     ``q`` with a head count other than ``num_heads``, and what :func:`t5_bucket` refuses.
     Place: the scores.
     """
-
-    places = ("scores",)
 
     def __init__(
         self,

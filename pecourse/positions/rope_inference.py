@@ -28,8 +28,9 @@ keys *after* the query (``causal=False``) the remap is mirrored: ``Δ' = -f(-Δ)
 **Design choice.** The pure functions :func:`rerope_scores`, :func:`leaky_rerope_scores`
 and :func:`self_extend_scores` return the merged logits ``q'·k'/√d``, ``[b, h, Lq, Lk]``.
 The schemes (:class:`ReRoPE`, :class:`LeakyReRoPE`, :class:`SelfExtend`) plug them into
-:func:`pecourse.attention.attention` without a special attention function: ``rotate`` is
-the identity, and ``score_bias`` returns ``merged - q·kᵀ/√d``, so that the logits
+:func:`pecourse.attention.attention` without a special attention function: they leave
+``rotate`` alone (so they use only the scores place), and ``score_bias`` returns
+``merged - q·kᵀ/√d``, so that the logits
 attention forms (``q·kᵀ/√d + bias``) are the merged ones (to float round-off of the
 plain logits). This keeps one attention function for the whole course, at the cost of one
 extra score matrix; a production kernel would fuse the two passes instead.
@@ -43,16 +44,16 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
-from .._validate import check_choice, check_float, check_int, check_positions, check_tensor
-from ..attention import PositionScheme
-from .rope import (
-    PAIRINGS,
-    _angle_cos_sin,
-    _apply_with_tables,
-    _check_inv_freq,
-    _compute_dtype,
+from .._validate import (
+    check_base,
+    check_choice,
+    check_float,
+    check_int,
+    check_positions,
+    check_tensor,
 )
-from .rope import inv_freq as _inv_freq
+from ..attention import PositionScheme, relative_offsets
+from .rotary import PAIRINGS, compute_dtype, cos_sin, rope_frequencies, rotate_pairs
 
 __all__ = [
     "METHODS",
@@ -96,8 +97,7 @@ def _check_method_args(method, window, ratio, group_size):
 
 
 def _offsets(q_positions: Tensor, k_positions: Tensor) -> Tensor:
-    # Δ = m - n: [Lq, Lk] or [b, Lq, Lk]
-    return q_positions[..., :, None] - k_positions[..., None, :]
+    return -relative_offsets(q_positions, k_positions)  # Δ = i - j, ReRoPE's convention
 
 
 def effective_offsets(
@@ -172,16 +172,20 @@ def _merged_logits(
                 f"{name} must be [{length}] or [batch={b}, {length}], got {tuple(pos.shape)}"
             )
     if inv_freq is None:
-        inv_freq = _inv_freq(d, base, device=q.device)
-    _check_inv_freq(inv_freq, d)
+        inv_freq = rope_frequencies(d, check_base(base), device=q.device)
+    check_tensor("inv_freq", inv_freq, ndim=1, floating=True)
+    if inv_freq.shape[0] != d // 2:
+        raise ValueError(
+            f"inv_freq must have head_dim // 2 = {d // 2} entries, got {inv_freq.shape[0]}"
+        )
     k = _expand_kv(k, h)
-    # bf16/fp16 inputs are rotated and multiplied in float32 (see DESIGN.md).
-    q, k = q.to(_compute_dtype(q)), k.to(_compute_dtype(q))
+    # bf16/fp16 inputs are rotated and multiplied in float32 (docs/architecture.md).
+    q, k = q.to(compute_dtype(q)), k.to(compute_dtype(q))
 
     def rotated_scores(q_pos: Tensor, k_pos: Tensor) -> Tensor:
-        # RoPE at (possibly fractional) positions: angles in float64, as in apply_rope.
-        qr = _apply_with_tables(q, *_angle_cos_sin(q_pos, inv_freq, 1.0, q.dtype), pairing, d)
-        kr = _apply_with_tables(k, *_angle_cos_sin(k_pos, inv_freq, 1.0, k.dtype), pairing, d)
+        # RoPE at (possibly fractional) positions, with the rotary core's float64 angles.
+        qr = rotate_pairs(q, *cos_sin(q_pos, inv_freq, dtype=q.dtype), pairing=pairing)
+        kr = rotate_pairs(k, *cos_sin(k_pos, inv_freq, dtype=k.dtype), pairing=pairing)
         return qr @ kr.transpose(-1, -2)
 
     delta = _offsets(q_positions, k_positions)
@@ -284,9 +288,8 @@ def self_extend_scores(
 
 
 class _RemappedRoPE(PositionScheme):
-    """Shared body of the three schemes: identity ``rotate``, merged logits as a bias."""
+    """Shared body of the three schemes: no ``rotate``, the merged logits as a bias."""
 
-    places = ("qk", "scores")
     method = ""
 
     def __init__(self, window, *, ratio=None, group_size=None, base=10000.0, pairing="half"):
@@ -294,7 +297,7 @@ class _RemappedRoPE(PositionScheme):
         self.window, self.ratio, self.group_size = _check_method_args(
             self.method, window, ratio, group_size
         )
-        self.base = check_float("base", base, minimum=1.0, strict_minimum=True)
+        self.base = check_base(base)
         self.pairing = check_choice("pairing", pairing, PAIRINGS)
 
     def score_bias(self, q: Tensor, k: Tensor, q_positions: Tensor, k_positions: Tensor) -> Tensor:

@@ -32,8 +32,8 @@ from collections.abc import Callable, Sequence
 import torch
 from torch import Tensor
 
-from .._validate import check_even, check_float, check_int
-from .rope import inv_freq as _inv_freq
+from .._validate import check_base, check_even, check_float, check_int
+from .rotary import rope_frequencies
 
 __all__ = [
     "SCALINGS",
@@ -51,7 +51,7 @@ __all__ = [
 
 def _check_common(head_dim, base) -> tuple[int, float]:
     head_dim = check_even("head_dim", head_dim)
-    base = check_float("base", base, minimum=1.0, strict_minimum=True)
+    base = check_base(base)
     return head_dim, base
 
 
@@ -84,7 +84,7 @@ def default(head_dim: int, base: float = 10000.0) -> tuple[Tensor, float]:
     Returns ``(float64 [head_dim // 2], 1.0)``. Refuses an odd ``head_dim`` and ``base`` ≤ 1.
     """
     head_dim, base = _check_common(head_dim, base)
-    return _inv_freq(head_dim, base), 1.0
+    return rope_frequencies(head_dim, base), 1.0
 
 
 def linear(head_dim: int, base: float = 10000.0, *, factor: float) -> tuple[Tensor, float]:
@@ -97,7 +97,7 @@ def linear(head_dim: int, base: float = 10000.0, *, factor: float) -> tuple[Tens
     """
     head_dim, base = _check_common(head_dim, base)
     factor = _check_factor(factor)
-    return _inv_freq(head_dim, base) / factor, 1.0  # θ_i / s
+    return rope_frequencies(head_dim, base) / factor, 1.0  # θ_i / s
 
 
 def ntk(head_dim: int, base: float = 10000.0, *, factor: float) -> tuple[Tensor, float]:
@@ -112,7 +112,7 @@ def ntk(head_dim: int, base: float = 10000.0, *, factor: float) -> tuple[Tensor,
     head_dim, base = _check_common(head_dim, base)
     factor = _check_factor(factor)
     _check_ntk_dim(head_dim)
-    return _inv_freq(head_dim, _ntk_base(base, factor, head_dim)), 1.0
+    return rope_frequencies(head_dim, _ntk_base(base, factor, head_dim)), 1.0
 
 
 def ntk_by_parts(
@@ -146,7 +146,7 @@ def ntk_by_parts(
     beta = check_float("beta", beta, minimum=0.0)
     if alpha >= beta:
         raise ValueError(f"alpha must be < beta, got alpha={alpha}, beta={beta}")
-    theta = _inv_freq(head_dim, base)
+    theta = rope_frequencies(head_dim, base)
     r = original * theta / (2 * math.pi)  # r = L/λ, λ = 2π/θ
     gamma = ((r - alpha) / (beta - alpha)).clamp(0.0, 1.0)  # γ(r) = (r - α)/(β - α), clamped
     return (1 - gamma) * theta / factor + gamma * theta, 1.0  # θ' = (1-γ)θ/s + γθ
@@ -220,7 +220,7 @@ def yarn(
         high += 0.001  # a ramp of zero width would divide by zero
     index = torch.arange(head_dim // 2, dtype=torch.float64)
     ramp = ((index - low) / (high - low)).clamp(0.0, 1.0)  # 0 for fast pairs, 1 for slow
-    theta = _inv_freq(head_dim, base)
+    theta = rope_frequencies(head_dim, base)
     # θ' = θ/s · ramp + θ · (1 - ramp): interpolate slow pairs, extrapolate fast ones
     return theta / factor * ramp + theta * (1 - ramp), attention_factor
 
@@ -252,7 +252,7 @@ def dynamic(
     length = max(seq_len, original)  # below L, nothing changes
     # NTK-aware with the effective factor s·l/L - (s - 1), which is 1 at l = L.
     effective = factor * length / original - (factor - 1)
-    return _inv_freq(head_dim, _ntk_base(base, effective, head_dim)), 1.0
+    return rope_frequencies(head_dim, _ntk_base(base, effective, head_dim)), 1.0
 
 
 def llama3(
@@ -288,7 +288,7 @@ def llama3(
             f"low_freq_factor must be < high_freq_factor, got {low_freq_factor} and "
             f"{high_freq_factor}"
         )
-    theta = _inv_freq(head_dim, base)
+    theta = rope_frequencies(head_dim, base)
     wavelen = 2 * math.pi / theta  # λ = 2π/θ
     g = (original / wavelen - low) / (high - low)  # smooth factor, L/λ mapped onto [0, 1]
     blended = (1 - g) * theta / factor + g * theta
@@ -353,7 +353,7 @@ def longrope(
         )
     attention_factor = check_float("attention_factor", attention_factor, minimum=0.0)
     ext = long if seq_len is not None and seq_len > original else short
-    return _inv_freq(head_dim, base) / ext, attention_factor  # θ_i / λ_i
+    return rope_frequencies(head_dim, base) / ext, attention_factor  # θ_i / λ_i
 
 
 #: name -> scaling function; every one returns ``(inv_freq float64 [d/2], attention_factor)``.
