@@ -83,6 +83,11 @@ def alibi_bias_from_positions(
     head_slopes = check_tensor("head_slopes", head_slopes, ndim=1, floating=True)
     q_positions = check_positions("q_positions", q_positions)
     k_positions = check_positions("k_positions", k_positions)
+    return _alibi_bias(head_slopes, q_positions, k_positions, causal)
+
+
+def _alibi_bias(head_slopes: Tensor, q_positions: Tensor, k_positions: Tensor, causal: bool):
+    """:func:`alibi_bias_from_positions` without the checks (the scheme's hook)."""
     # j - i, in int64 so large positions stay exact; broadcasts over a batch axis.
     # (Negating the integer distance, not the slope, keeps the diagonal at +0, not -0.)
     neg_distance = relative_offsets(q_positions, k_positions)
@@ -143,8 +148,8 @@ class ALiBi(PositionScheme):
             raise ValueError(
                 f"q has {q.shape[1]} heads but this ALiBi was built for num_heads={self.num_heads}"
             )
-        bias = alibi_bias_from_positions(
-            self.slopes, q_positions.to(q.device), k_positions.to(q.device), causal=self.causal
+        bias = _alibi_bias(
+            self.slopes, q_positions.to(q.device), k_positions.to(q.device), self.causal
         )
         return bias.to(q.dtype)
 

@@ -64,6 +64,10 @@ def clipped_relative_ids(q_positions: Tensor, k_positions: Tensor, max_distance:
     max_distance = check_int("max_distance", max_distance, minimum=1)
     q_positions = check_positions("q_positions", q_positions)
     k_positions = check_positions("k_positions", k_positions)
+    return _clipped_ids(q_positions, k_positions, max_distance)
+
+
+def _clipped_ids(q_positions: Tensor, k_positions: Tensor, max_distance: int) -> Tensor:
     offset = relative_offsets(q_positions, k_positions)  # j - i
     return offset.clamp(-max_distance, max_distance) + max_distance  # clip(j-i, k) + k
 
@@ -173,7 +177,7 @@ class ShawRelative(PositionScheme):
             self.table_v = nn.Parameter(torch.randn(rows, self.head_dim) * 0.02)
 
     def _ids(self, q_positions: Tensor, k_positions: Tensor, device) -> Tensor:
-        return clipped_relative_ids(q_positions, k_positions, self.max_distance).to(device)
+        return _clipped_ids(q_positions, k_positions, self.max_distance).to(device)
 
     def score_bias(self, q: Tensor, k: Tensor, q_positions: Tensor, k_positions: Tensor) -> Tensor:
         if q.shape[-1] != self.head_dim:
@@ -296,6 +300,11 @@ def t5_bias(
     check_tensor("table", table, ndim=2, floating=True)
     q_positions = check_positions("q_positions", q_positions)
     k_positions = check_positions("k_positions", k_positions)
+    return _t5_bias(table, q_positions, k_positions, bidirectional, max_distance)
+
+
+def _t5_bias(table, q_positions, k_positions, bidirectional, max_distance) -> Tensor:
+    """:func:`t5_bias` without the position checks (the scheme's hook)."""
     rel = relative_offsets(q_positions, k_positions)  # j - i
     buckets = t5_bucket(
         rel.to(table.device),
@@ -342,13 +351,8 @@ class T5RelativeBias(PositionScheme):
             raise ValueError(
                 f"q has {q.shape[1]} heads but this T5RelativeBias has num_heads={self.num_heads}"
             )
-        bias = t5_bias(
-            self.table.weight,
-            q_positions.to(q.device),
-            k_positions.to(q.device),
-            bidirectional=self.bidirectional,
-            max_distance=self.max_distance,
-        )
+        pos = (q_positions.to(q.device), k_positions.to(q.device))
+        bias = _t5_bias(self.table.weight, *pos, self.bidirectional, self.max_distance)
         return bias.to(q.dtype)
 
     def extra_repr(self) -> str:

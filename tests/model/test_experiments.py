@@ -1,6 +1,8 @@
 """Experiments run from the shipped checkpoints and say what they show."""
 
+import json
 import time
+from pathlib import Path
 
 import pytest
 
@@ -42,6 +44,25 @@ def test_extrapolation_table_and_learned_is_unavailable():
 @pytest.mark.slow
 @pytest.mark.parametrize("name", [n for n in ex.EXPERIMENTS if n != "extrapolation"])
 def test_every_experiment_runs(name):
+    """A fresh run has the recording's shape: the same rows (models) and the same columns."""
     res = ex.EXPERIMENTS[name]()
     assert res.rows and res.text and res.figure is not None
     assert res.to_dict()["name"] == name
+    record = ex.recorded(name)
+    assert [list(r) for r in res.rows] == [list(r) for r in record.rows]
+    assert [r.get("model") for r in res.rows] == [r.get("model") for r in record.rows]
+
+
+def test_recordings_load_one_way_with_integer_lengths():
+    from pecourse.results import recorded, recordings
+
+    assert set(recordings()) == set(ex.EXPERIMENTS)
+    for name in recordings():
+        res = recorded(name)
+        assert res.name == name and res.rows and res.text
+        raw = json.loads((Path(ex.__file__).parent / "results" / f"{name}.json").read_text())
+        assert json.loads(json.dumps(res.to_dict())) == raw  # nothing lost or added
+    lengths = [k for k in recorded("extrapolation").rows[0] if k != "model"]
+    assert lengths == [64, 128, 256, 512]  # ints, as a fresh run's columns
+    with pytest.raises(ValueError, match="recorded experiments"):
+        recorded("no_such_experiment")
