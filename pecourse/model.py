@@ -103,8 +103,7 @@ def build_scheme(
     ``options`` go to the scheme's constructor (``build_scheme("rope", base=500.0)``,
     ``build_scheme("rope", scaling="yarn", factor=4.0, original_max_position=64)``).
     ``train_len`` sizes what depends on the context: the rows of a learned table and
-    CoPE's ``max_position`` (both overridable). Refuses an unknown name, listing the
-    accepted ones, and options the scheme's constructor does not take.
+    CoPE's ``max_position`` (both overridable).
     """
     check_choice("scheme", name, tuple(SCHEMES))
     cls, arguments = SCHEMES[name]
@@ -289,7 +288,7 @@ def replace_rope(model: TinyGPT, scaling: str = "default", **scaling_kwargs) -> 
 
     Keeps each layer's base and pairing; the weights are shared in value (deep copy).
     ``replace_rope(m, "linear", factor=4.0)`` is position interpolation (Chen et al. 2023,
-    arXiv:2306.15595). Refuses a model without RoPE layers.
+    arXiv:2306.15595).
     """
     new = copy.deepcopy(model)
     found = False
@@ -371,11 +370,7 @@ def checkpoint_info(name_or_path) -> dict:
 
 
 def load_checkpoint(name_or_path, *, map_location="cpu") -> TinyGPT:
-    """A ready :class:`TinyGPT` (eval mode) from a shipped name or a path (no network).
-
-    Refuses an unknown name (listing the shipped ones), a missing file, and a corrupt or
-    mismatched weights file, naming the file.
-    """
+    """A ready :class:`TinyGPT` (eval mode) from a shipped name or a path (no network)."""
     from safetensors import SafetensorError
     from safetensors.torch import load_file
 

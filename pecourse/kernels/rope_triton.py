@@ -412,9 +412,6 @@ def rope_qk(
     ``"half"`` or ``"interleaved"``; ``inverse=True`` rotates by ``-theta``.
 
     Returns new contiguous ``(q_rotated, k_rotated)``, differentiable in ``q`` and ``k``.
-    Refuses tensors that are not 4-D, a non-contiguous last dim, an odd head_dim,
-    mismatched ``cos``/``sin``, tables that do not fit ``q``, and q/k that disagree in
-    batch, seq, head_dim, dtype or device.
     """
     check_choice("pairing", pairing, PAIRINGS)
     if cos.ndim == 3 and cos.shape[0] == 1 and sin.shape[:1] == (1,):

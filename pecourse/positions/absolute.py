@@ -57,8 +57,7 @@ def sinusoidal_frequencies(dim: int, base: float = 10000.0) -> Tensor:
 
     Vaswani et al. 2017 (arXiv:1706.03762), section 3.5: the wavelengths ``2π/ω_i`` form a
     geometric progression from ``2π`` up to (the paper rounds) ``2π·base``; the slowest is
-    exactly ``2π·base^{(dim-2)/dim}``. Returns float64 ``[dim // 2]``. Refuses an odd or
-    non-positive ``dim`` and a ``base`` ≤ 1 (a base of 1 makes every frequency equal to 1).
+    exactly ``2π·base^{(dim-2)/dim}``. Returns float64 ``[dim // 2]``.
     """
     dim = _check_dim("dim", dim)
     base = check_base(base)
@@ -74,8 +73,7 @@ def sinusoidal_encoding(
     Vaswani et al. 2017 (arXiv:1706.03762), section 3.5, in the paper's interleaved layout:
     column ``2i`` holds ``sin(t ω_i)`` and column ``2i+1`` holds ``cos(t ω_i)``. Positions may
     have any shape up to 7-D; they must be non-negative integers. Angles are taken in float64
-    and the result cast to ``dtype``. Refuses an odd ``dim``, a ``base`` ≤ 1, and float or
-    negative positions.
+    and the result cast to ``dtype``.
     """
     check_positions("positions", positions, ndim=tuple(range(0, 8)))
     # cos(t·ω_i), sin(t·ω_i) in float64: the same angle table RoPE rotates by.
@@ -93,7 +91,7 @@ def sinusoidal_table(
     Vaswani et al. 2017 (arXiv:1706.03762), section 3.5:
     ``PE[t, 2i] = sin(t / base^{2i/d})`` and ``PE[t, 2i+1] = cos(t / base^{2i/d})`` (even
     columns sine, odd columns cosine). Computes for any length: nothing is learned, so
-    nothing runs out. Refuses ``num_positions`` < 1, an odd ``dim`` and ``base`` ≤ 1.
+    nothing runs out.
     """
     num_positions = check_int("num_positions", num_positions, minimum=1)
     return sinusoidal_encoding(torch.arange(num_positions), dim, base, dtype=dtype)
@@ -114,8 +112,7 @@ def sinusoidal_shift_matrix(
         \begin{pmatrix}\sin tω \\ \cos tω\end{pmatrix},
 
     so ``M(Δ)`` is block-diagonal with one such 2×2 block per frequency, and does not
-    depend on ``t``. ``Δ`` may be any real number (negative shifts too). Refuses a
-    non-finite ``delta``, an odd ``dim`` and ``base`` ≤ 1.
+    depend on ``t``. ``Δ`` may be any real number (negative shifts too).
     """
     delta = check_float("delta", delta)
     omega = sinusoidal_frequencies(dim, base)
@@ -157,9 +154,7 @@ class LearnedAbsolute(PositionScheme):
     and silently clipping or wrapping would hand the model a wrong position).
 
     :meth:`embed` takes ``hidden`` ``[batch, seq, d_model]`` and positions ``[seq]`` or
-    ``[batch, seq]`` and returns ``hidden``'s shape and dtype. Refuses negative and float
-    positions, positions whose length or batch does not match ``hidden``, and a ``hidden``
-    that is not 3-D float with last size ``d_model``. Place: the input.
+    ``[batch, seq]`` and returns ``hidden``'s shape and dtype.
     """
 
     def __init__(self, max_positions: int, d_model: int):
@@ -188,8 +183,7 @@ class Sinusoidal(PositionScheme):
     multiplies the token embedding by ``√d_model`` before the sum, section 3.4; that belongs
     to the embedding layer, which reads :attr:`scale_embeddings`.) :meth:`embed` takes ``hidden``
     ``[batch, seq, d_model]`` and positions ``[seq]`` or ``[batch, seq]`` and returns
-    ``hidden``'s shape and dtype. Refuses an odd ``d_model``, a ``base`` ≤ 1, float or
-    negative positions, and positions or ``hidden`` of mismatched shape. Place: the input.
+    ``hidden``'s shape and dtype.
     """
 
     scale_embeddings = True  # section 3.4: the model multiplies token embeddings by √d_model

@@ -72,8 +72,7 @@ def grid_positions(*sizes: int, device=None) -> Tensor:
     ``grid_positions(height, width)`` -> long ``[2, height*width]`` with row ``(r, c)`` for
     token ``r * width + c`` — the order in which a ViT flattens its patches;
     ``grid_positions(frames, height, width)`` -> ``[3, frames*height*width]`` (frame, row,
-    column), and so on for any number of axes. Feed it to :func:`apply_axial_rope`. Refuses
-    no sizes, or sizes that are not positive integers.
+    column), and so on for any number of axes. Feed it to :func:`apply_axial_rope`.
     """
     sizes = _check_sizes(sizes)
     axes = [torch.arange(s, device=device) for s in sizes]
@@ -86,8 +85,7 @@ def pixel_coordinates(*sizes: int, dtype=torch.float64, device=None) -> Tensor:
 
     Axis ``a`` of size ``n`` takes the values ``linspace(-1, 1, n)``, so an image's corners
     sit at ±1 whatever its resolution (rotary-embedding-torch's ``freqs_for="pixel"``, used
-    with :func:`pixel_inv_freq`). Returns ``[n_axes, prod(sizes)]`` in ``dtype``. Refuses
-    what :func:`grid_positions` refuses.
+    with :func:`pixel_inv_freq`). Returns ``[n_axes, prod(sizes)]`` in ``dtype``.
     """
     sizes = _check_sizes(sizes)
     axes = [torch.linspace(-1.0, 1.0, s, dtype=dtype, device=device) for s in sizes]
@@ -111,8 +109,7 @@ def axial_inv_freq(head_dim: int, n_axes: int, base: float = 10000.0) -> Tensor:
 
     Every axis uses the same ``[D/2]`` float64 frequencies (arXiv:2403.13298, RoPE-Axial;
     rotary-embedding-torch ``RotaryEmbedding(D, freqs_for="lang")``; Heo et al.'s code
-    uses ``base=100``). Returns float64 ``[D/2]``. Refuses a head_dim that does not split
-    into ``n_axes`` even chunks, ``n_axes`` < 1 and ``base <= 1``.
+    uses ``base=100``). Returns float64 ``[D/2]``.
     """
     return rope_frequencies(_axis_dim(head_dim, n_axes), check_base(base))
 
@@ -123,8 +120,7 @@ def pixel_inv_freq(axis_dim: int, max_freq: float = 10.0) -> Tensor:
     ``axis_dim`` is ``D``, the size of one axis' chunk. Used with
     :func:`pixel_coordinates` in ``[-1, 1]``: the slowest pair turns by ±π across the image,
     the fastest by ``±π·max_freq/2`` (rotary-embedding-torch ``freqs_for="pixel"``, after
-    Perceiver's Fourier features, arXiv:2103.03206). Returns float64 ``[D/2]``. Refuses an
-    odd ``axis_dim`` and ``max_freq < 2``.
+    Perceiver's Fourier features, arXiv:2103.03206). Returns float64 ``[D/2]``.
     """
     axis_dim = check_even("axis_dim", axis_dim)
     max_freq = check_float("max_freq", max_freq, minimum=2.0)
@@ -165,10 +161,6 @@ def apply_axial_rope(
     :func:`axial_inv_freq`) or ``[n_axes, D/2]``. ``pairing`` applies *within* each chunk;
     the default ``"interleaved"`` is rotary-embedding-torch's layout, which this matches
     to float32 round-off. Returns ``x``'s shape and dtype.
-
-    Refuses: ``x`` not 4-D float, a head_dim not divisible into even chunks, coordinates
-    not ``[n_axes, (batch,) seq]`` matching ``x``, bool/complex or non-finite coordinates,
-    an ``inv_freq`` of the wrong shape, an unknown pairing.
     """
     _check_x(x)
     check_choice("pairing", pairing, PAIRINGS)
@@ -211,10 +203,7 @@ class AxialRoPE(PositionScheme):
     ``grid=(height, width)`` (or three sizes) is given, 1-D token indices ``[seq]`` are also
     accepted and unravelled in raster order (normalised to ``[-1, 1]`` for ``"pixel"``), so
     the default positions of :func:`pecourse.attention.attention` work for one image.
-    ``rotate`` returns q/k with their shapes and dtypes. Refuses a head_dim that does not
-    split into ``n_axes`` even chunks, an unknown ``pairing`` or ``freqs_for``, a grid with
-    the wrong number of axes or non-positive sizes, 1-D positions without a grid (or beyond
-    it), and coordinates not shaped ``[n_axes, (batch,) seq]``.
+    ``rotate`` returns q/k with their shapes and dtypes.
     """
 
     def __init__(
@@ -331,10 +320,6 @@ def mrope_cos_sin(
     (``torch.cat([m[i % 3] for i, m in enumerate(freqs.split(mrope_section, -1))])``),
     one column per pair (not duplicated). Returns ``(cos, sin)`` ``[batch, seq, d/2]`` in
     ``dtype``, angles computed in float64, both scaled by ``attention_factor``.
-
-    Refuses positions not ``[3, batch, seq]`` or not non-negative integers, an ``inv_freq``
-    that is not 1-D float, sections that are not three positive ints summing to ``d/2``,
-    and a negative ``attention_factor``.
     """
     positions = _check_mrope_positions(positions)
     check_tensor("inv_freq", inv_freq, ndim=1, floating=True)
@@ -364,10 +349,6 @@ def apply_mrope(
     tables of :func:`mrope_cos_sin` and RoPE's rotation; ``pairing="half"`` is Qwen2-VL's
     (transformers' ``rotate_half``), which this matches to float32 round-off. With all three
     rows of ``positions`` equal (text) it is exactly 1D RoPE. Returns ``x``'s shape and dtype.
-
-    Refuses what :func:`mrope_cos_sin` refuses, ``x`` not 4-D float, positions whose
-    batch/seq do not match ``x``, an odd head_dim, an ``inv_freq`` not of length
-    ``head_dim/2``, an unknown pairing.
     """
     _check_x(x)
     check_choice("pairing", pairing, PAIRINGS)
@@ -414,8 +395,7 @@ def mrope_position_ids(segments, *, spatial_merge_size: int = 1, device=None) ->
       ``max(h, w)`` alone, which agrees whenever ``t <= max(h, w)``, i.e. for every image.)
 
     Returns a long tensor ``[3, 1, seq]`` ready for :func:`apply_mrope` (``torch.cat`` along
-    dim 1 for a batch). Refuses an empty list, a segment that is neither a positive int nor
-    three positive ints, and grid sides not divisible by ``spatial_merge_size``.
+    dim 1 for a batch).
     """
     merge = check_int("spatial_merge_size", spatial_merge_size, minimum=1)
     if isinstance(segments, (str, bytes)) or not isinstance(segments, Sequence) or not segments:
@@ -448,9 +428,7 @@ class MRoPE(PositionScheme):
     ``[3, batch, seq]`` (from :func:`mrope_position_ids`). 1-D ``[seq]`` or 2-D
     ``[batch, seq]`` positions are read as *text* and repeated on all three axes — what
     Qwen2-VL does for text-only input — so M-RoPE then equals 1D RoPE. ``rotate`` returns
-    q/k ``[batch, heads, seq, head_dim]`` with their dtypes. Refuses sections that do not
-    sum to ``head_dim/2`` (at construction), an odd head_dim, an unknown pairing, and what
-    :func:`apply_mrope` refuses.
+    q/k ``[batch, heads, seq, head_dim]`` with their dtypes.
     """
 
     def __init__(

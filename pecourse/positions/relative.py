@@ -58,8 +58,7 @@ def clipped_relative_ids(q_positions: Tensor, k_positions: Tensor, max_distance:
     Shaw et al. 2018 (arXiv:1803.02155), the clipping of section 3.2:
     ``clip(x, k) = max(-k, min(k, x))``, shifted by ``k`` so offsets ``-k..k`` become rows
     ``0..2k``. ``i`` and ``j`` are query and key *positions*. Shapes: positions ``[L]`` or
-    ``[batch, L]``; returns ``[Lq, Lk]`` (or ``[batch, Lq, Lk]``), int64. Refuses
-    ``max_distance`` < 1 and float or negative positions.
+    ``[batch, L]``; returns ``[Lq, Lk]`` (or ``[batch, Lq, Lk]``), int64.
     """
     max_distance = check_int("max_distance", max_distance, minimum=1)
     q_positions = check_positions("q_positions", q_positions)
@@ -76,8 +75,7 @@ def shaw_relative_ids(query_len: int, key_len: int, max_distance: int) -> Tensor
     r"""``[query_len, key_len]`` int64 ids ``clip(j - i, -k, k) + k`` for positions from 0.
 
     Shaw et al. 2018 (arXiv:1803.02155), section 3.2. The result is a Toeplitz matrix: it
-    depends on ``j - i`` only, constant along every diagonal. Refuses lengths < 1 and
-    ``max_distance`` < 1.
+    depends on ``j - i`` only, constant along every diagonal.
     """
     query_len = check_int("query_len", query_len, minimum=1)
     key_len = check_int("key_len", key_len, minimum=1)
@@ -118,9 +116,7 @@ def shaw_key_term(q: Tensor, table_k: Tensor, ids: Tensor) -> Tensor:
     (as section 3.3 allows; the paper's base model learned one per head); ``ids``
     ``[Lq, Lk]`` or ``[batch, Lq, Lk]`` from :func:`clipped_relative_ids`. Returns
     ``[batch, heads, Lq, Lk]`` in ``q``'s dtype. The ``1/√d`` is included, because
-    :func:`pecourse.attention.attention` adds a score bias unscaled. Refuses a ``q`` that is
-    not 4-D float, a table with an even number of rows or the wrong width, integer ``ids``
-    of the wrong shape, and ids outside the table.
+    :func:`pecourse.attention.attention` adds a score bias unscaled.
     """
     check_tensor("q", q, ndim=4, floating=True)
     _check_table_ids("table_k", table_k, ids)
@@ -141,9 +137,7 @@ def shaw_value_term(probs: Tensor, table_v: Tensor, ids: Tensor) -> Tensor:
 
     Shapes: ``probs`` ``[batch, heads, Lq, Lk]``; ``table_v`` ``[2k+1, d]``; ``ids``
     ``[Lq, Lk]`` or ``[batch, Lq, Lk]``; returns ``[batch, heads, Lq, d]`` with ``d`` read
-    from ``table_v`` (the caller checks it matches the values). Refuses ``probs`` that are
-    not 4-D float, a table with an even number of rows, ids of the wrong shape, and ids
-    outside the table.
+    from ``table_v`` (the caller checks it matches the values).
     """
     check_tensor("probs", probs, ndim=4, floating=True)
     _check_table_ids("table_v", table_v, ids)
@@ -256,8 +250,7 @@ def t5_bucket(
     query all fall in bucket 0; the mask removes them).
 
     ``relative_position`` is an integer tensor of any shape; returns int64 of the same
-    shape, values in ``[0, num_buckets)``. Refuses float positions, ``num_buckets`` < 2
-    (< 4 or odd when bidirectional) and ``max_distance`` ≤ ``n_e``.
+    shape, values in ``[0, num_buckets)``.
     """
     check_tensor("relative_position", relative_position, floating=False)
     num_buckets, max_distance, max_exact = _check_buckets(num_buckets, max_distance, bidirectional)
@@ -294,8 +287,7 @@ def t5_bias(
     Raffel et al. 2020 (arXiv:1910.10683), section 2.1: one learned scalar per bucket and
     head. ``table`` is ``[num_buckets, heads]`` (``num_buckets`` is read from it); positions
     are ``[L]`` or ``[batch, L]``; returns ``[heads, Lq, Lk]``, or ``[batch, heads, Lq, Lk]``
-    for batched positions. Refuses what :func:`t5_bucket` refuses, a non-2-D table, and
-    float or negative positions.
+    for batched positions.
     """
     check_tensor("table", table, ndim=2, floating=True)
     q_positions = check_positions("q_positions", q_positions)
@@ -324,9 +316,7 @@ class T5RelativeBias(PositionScheme):
     encoder's form, ``False`` the decoder's. (T5 itself has no ``1/√d`` on ``q·k``; our
     attention keeps it, and the learned bias is added unscaled either way. T5 shares one
     table across all layers; here each scheme instance owns its table.) :meth:`score_bias`
-    returns ``[heads, Lq, Lk]`` or ``[batch, heads, Lq, Lk]`` in ``q``'s dtype. Refuses a
-    ``q`` with a head count other than ``num_heads``, and what :func:`t5_bucket` refuses.
-    Place: the scores.
+    returns ``[heads, Lq, Lk]`` or ``[batch, heads, Lq, Lk]`` in ``q``'s dtype.
     """
 
     def __init__(

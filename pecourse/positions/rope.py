@@ -241,8 +241,7 @@ def rotation_matrix(
 
     For teaching and derivations (``R_mᵀ R_n = R_{n-m}``, the identity under eq. 16);
     :func:`apply_rope` never builds it. ``apply_rope(x, m) == x @ R.T``. With
-    ``pairing="interleaved"`` it is exactly the paper's block-diagonal matrix. Refuses a
-    negative ``position``, an odd ``head_dim``, ``base`` ≤ 1 and an unknown ``pairing``.
+    ``pairing="interleaved"`` it is exactly the paper's block-diagonal matrix.
     """
     position = check_int("position", position, minimum=0)
     head_dim = check_even("head_dim", head_dim)
@@ -265,7 +264,7 @@ def rope_decay_bound(distances: Tensor, head_dim: int, base: float = 10000.0) ->
     ``Δ`` by ``(max_k |h_{k+1} - h_k|) · Σ_j |S_j|`` (eq. 37); the paper plots the relative
     bound ``(1/(d/2)) Σ_{j=1}^{d/2} |S_j|``, which shrinks (with oscillations) as ``Δ``
     grows. Takes integer ``distances`` of 0, 1 or 2 dimensions, returns float64 of the same
-    shape. Refuses float or negative distances, an odd ``head_dim`` and ``base`` ≤ 1.
+    shape.
     """
     distances = check_positions("distances", distances, ndim=(0, 1, 2))
     cos, sin = cos_sin(distances, inv_freq(head_dim, base), dtype=torch.float64)
@@ -299,8 +298,7 @@ def permute_qk_weight(weight: Tensor, num_heads: int, *, to: str = "half") -> Te
     ``pairing="half"`` gives exactly the attention scores it gave with
     ``pairing="interleaved"`` — the permutation transformers' LLaMA conversion script
     applies to ``wq`` and ``wk``. ``to="interleaved"`` undoes it. Returns a tensor of
-    ``weight``'s shape. Refuses a ``weight`` that is not 1-D or 2-D, a row count not
-    divisible by ``num_heads``, an odd head size and an unknown ``to``.
+    ``weight``'s shape.
     """
     check_tensor("weight", weight, ndim=(1, 2))
     num_heads = check_int("num_heads", num_heads, minimum=1)

@@ -114,8 +114,7 @@ def effective_offsets(
     ``Δ' = Δ`` for ``|Δ| < w``; beyond the window ReRoPE gives ``±w``, leaky ReRoPE
     ``±(w + (|Δ| - w)/ratio)``, Self-Extend ``⌊m/G⌋ - ⌊n/G⌋ ± (w - ⌊w/G⌋)``. This is what the
     merged scores of :func:`rerope_scores` and friends realise; plot it to see the remap.
-    Positions are integer ``[L]`` or ``[batch, L]``. Refuses an unknown ``method``,
-    ``window < 1``, ``ratio < 1``, ``group_size < 1``, and float or negative positions.
+    Positions are integer ``[L]`` or ``[batch, L]``.
     """
     window, ratio, group_size = _check_method_args(method, window, ratio, group_size)
     q_positions = check_positions("q_positions", q_positions)
@@ -218,9 +217,7 @@ def rerope_scores(
 
     ``q`` ``[b, h, Lq, d]``, ``k`` ``[b, h_kv, Lk, d]`` (unrotated), positions integer
     ``[L]`` or ``[b, L]``. Returns ``q'·k'/√d`` ``[b, h, Lq, Lk]`` in ``q``'s dtype, before
-    any mask. Refuses ``window < 1``, a ``k`` whose batch or head size differs from ``q``'s
-    or whose head count does not divide ``h``, and what
-    :func:`pecourse.positions.rope.apply_rope` refuses.
+    any mask.
     """
     return _merged_scores(
         q, k, q_positions, k_positions, "rerope", window, None, None, base, pairing, inv_freq
@@ -243,8 +240,7 @@ def leaky_rerope_scores(
     ``1/ratio``, ``Δ' = w + (Δ - w)/ratio`` — fractional positions, which is why the angle
     table takes float positions internally.
 
-    Shapes as :func:`rerope_scores`. Refuses ``ratio < 1`` (that would *stretch* far
-    offsets), ``window < 1``, and what :func:`rerope_scores` refuses.
+    Shapes as :func:`rerope_scores`.
     """
     return _merged_scores(
         q, k, q_positions, k_positions, "leaky_rerope", window, ratio, None, base, pairing, inv_freq
@@ -269,8 +265,7 @@ def self_extend_scores(
     position ``⌊n/G⌋`` and query position ``⌊m/G⌋ + window - ⌊window/G⌋``. The largest
     offset over ``L`` tokens becomes about ``L/G + window``, so a model trained on ``L₀``
     reads up to ``G·(L₀ - window) + window`` tokens (the authors' rule for choosing ``G``).
-    Shapes as :func:`rerope_scores`. Refuses ``group_size < 1``, ``window < 1``, and what
-    :func:`rerope_scores` refuses.
+    Shapes as :func:`rerope_scores`.
     """
     return _merged_scores(
         q,
@@ -329,7 +324,8 @@ class _RemappedRoPE(PositionScheme):
 
 class ReRoPE(_RemappedRoPE):
     """ReRoPE as a scheme: ``ReRoPE(window, base=10000.0, pairing="half")``; see
-    :func:`rerope_scores`. Refuses ``window < 1``, ``base`` ≤ 1 and an unknown pairing."""
+    :func:`rerope_scores`.
+    """
 
     method = "rerope"
 
@@ -339,7 +335,8 @@ class ReRoPE(_RemappedRoPE):
 
 class LeakyReRoPE(_RemappedRoPE):
     """Leaky ReRoPE as a scheme: ``LeakyReRoPE(window, ratio, base=10000.0, pairing="half")``;
-    see :func:`leaky_rerope_scores`. Refuses ``ratio < 1`` and what :class:`ReRoPE` refuses."""
+    see :func:`leaky_rerope_scores`.
+    """
 
     method = "leaky_rerope"
 
@@ -349,8 +346,8 @@ class LeakyReRoPE(_RemappedRoPE):
 
 class SelfExtend(_RemappedRoPE):
     """Self-Extend as a scheme (arXiv:2401.01325): ``SelfExtend(window, group_size,
-    base=10000.0, pairing="half")``; see :func:`self_extend_scores`. Refuses
-    ``group_size < 1`` and what :class:`ReRoPE` refuses."""
+    base=10000.0, pairing="half")``; see :func:`self_extend_scores`.
+    """
 
     method = "self_extend"
 

@@ -50,8 +50,7 @@ __all__ = ["xpos_zeta", "xpos_scale", "apply_xpos", "XPos"]
 def xpos_zeta(head_dim: int, gamma: float = 0.4) -> Tensor:
     r"""Per-pair decay bases ``ζ_i = (2i/d + γ)/(1 + γ)`` (xPos, arXiv:2212.10554).
 
-    Returns float64 ``[head_dim // 2]``, increasing from ``γ/(1+γ)`` towards 1. Refuses an
-    odd ``head_dim`` and a ``gamma`` that is not > 0.
+    Returns float64 ``[head_dim // 2]``, increasing from ``γ/(1+γ)`` towards 1.
     """
     head_dim = check_even("head_dim", head_dim)
     gamma = check_float("gamma", gamma, minimum=0.0, strict_minimum=True)
@@ -70,9 +69,7 @@ def xpos_scale(
     r"""The query scale ``ζ_i^{(n - c)/B}`` for every position ``n`` and pair ``i``.
 
     ``positions`` ``[seq]`` or ``[batch, seq]`` -> float64 ``[..., seq, head_dim // 2]``; the
-    key scale is its reciprocal. Refuses a non-positive ``scale_base``, a non-integer
-    ``center``, an odd ``head_dim``, a ``gamma`` that is not > 0, and positions that are not
-    non-negative integers.
+    key scale is its reciprocal.
     """
     positions = check_positions("positions", positions)
     scale_base = check_float("scale_base", scale_base, minimum=0.0, strict_minimum=True)
