@@ -105,14 +105,16 @@ def check_positions(
 ) -> torch.Tensor:
     """Integer, non-negative positions shaped ``[seq]`` or ``[batch, seq]``.
 
-    ``limit`` is an exclusive ceiling (a learned table with ``limit`` rows).
+    ``limit`` is an exclusive ceiling (a learned table with ``limit`` rows). The checks that
+    read values run on CPU tensors only: on an accelerator they would stop the device and
+    wait (a host sync) on every call.
     """
     positions = check_tensor(name, positions, ndim=ndim)
     if positions.is_floating_point() or positions.is_complex() or positions.dtype == torch.bool:
         raise TypeError(
             f"{name} must hold integer positions (torch.long/int32), got dtype {positions.dtype}"
         )
-    if positions.numel():
+    if positions.numel() and positions.device.type == "cpu":
         low = int(positions.min())
         if low < 0:
             raise ValueError(f"{name} must be non-negative, got a minimum of {low}")

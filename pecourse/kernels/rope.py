@@ -38,8 +38,9 @@ class _TableCache:
     An entry holds copies of the ``positions`` and ``inv_freq`` it was built from and is
     returned only when both are equal in value (``torch.equal``, linear in the sequence, far
     below the rotation's cost), so a tensor changed in place can never get a stale table.
-    Not used while tracing or when ``inv_freq`` requires grad (the table must then stay in
-    the graph).
+    Not used while tracing, when ``inv_freq`` requires grad (the table must then stay in
+    the graph), or for positions on an accelerator (comparing values there would wait on the
+    device at every layer; building the small table costs less).
     """
 
     def __init__(self, size: int = 8):
@@ -49,7 +50,11 @@ class _TableCache:
         self.hits = self.misses = 0
 
     def get(self, positions: Tensor, inv_freq: Tensor, scale: float, dtype) -> tuple:
-        if inv_freq.requires_grad or torch.compiler.is_compiling():
+        if (
+            inv_freq.requires_grad
+            or torch.compiler.is_compiling()
+            or positions.device.type != "cpu"
+        ):
             return _build(positions, inv_freq, scale, dtype=dtype)
         key = (
             tuple(positions.shape),

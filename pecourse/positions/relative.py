@@ -87,7 +87,7 @@ def _check_table_ids(name: str, table: Tensor, ids: Tensor) -> None:
     if table.shape[0] % 2 == 0:
         raise ValueError(f"{name} must have 2k+1 rows (offsets -k..k), got {table.shape[0]} rows")
     check_tensor("ids", ids, ndim=(2, 3), floating=False)
-    if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= table.shape[0]):
+    if ids.numel() and ids.device.type == "cpu" and (ids.min() < 0 or ids.max() >= len(table)):
         raise ValueError(
             f"ids must lie in 0..{table.shape[0] - 1} (rows of {name}), got "
             f"{int(ids.min())}..{int(ids.max())}"
