@@ -26,6 +26,7 @@ signature of :func:`rotate_pairs`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -134,8 +135,8 @@ class Rotary:
     A scheme built with ``backend=`` one of them never needs to know which it runs.
     """
 
-    cos_sin: object
-    rotate_pairs: object
+    cos_sin: Callable[..., tuple[Tensor, Tensor]]
+    rotate_pairs: Callable[..., Tensor]
     name: str
 
 
