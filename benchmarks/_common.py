@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run from a checkout without installing the package
     sys.path.insert(0, str(ROOT))
 
-from pecourse.timing import describe_machine  # noqa: E402
+from timing import describe_machine  # noqa: E402  (benchmarks/timing.py)
 
 RESULTS = ROOT / "benchmarks" / "results"
 

@@ -18,10 +18,10 @@ import argparse
 import warnings
 
 import _common
+import timing
 import torch
 import torch.nn.functional as F
 
-from pecourse import timing
 from pecourse.attention import attention
 from pecourse.kernels import flex
 from pecourse.positions.alibi import ALiBi

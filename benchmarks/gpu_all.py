@@ -33,10 +33,10 @@ import traceback
 import warnings
 
 import _common
+import timing
 import torch
 import torch.nn.functional as F
 
-from pecourse import timing
 from pecourse.positions import rope as rope_mod
 
 
@@ -142,8 +142,8 @@ def _rope_case(device, shape, min_run_time, roof, hf_compiled, liger) -> dict:
     }
     # correctness before speed
     q_rot, k_rot = rope_triton.rope_qk(q, k, cos, sin)
-    ref_q = rope_mod.apply_rope(q, pos, impl="reference")
-    ref_k = rope_mod.apply_rope(k, pos, impl="reference")
+    ref_q = rope_mod.apply_rope(q, pos)
+    ref_k = rope_mod.apply_rope(k, pos)
     case["max_abs_error_vs_reference"] = max(
         (q_rot.float() - ref_q.float()).abs().max().item(),
         (k_rot.float() - ref_k.float()).abs().max().item(),

@@ -21,11 +21,14 @@ import argparse
 import warnings
 
 import _common
+import timing
 import torch
 
-from pecourse import kernels, timing
+from pecourse import kernels
 from pecourse.kernels import rope_cpu
+from pecourse.kernels.rope import TABLES
 from pecourse.positions import rope as rope_mod
+from pecourse.positions.rotary import rotate_pairs
 
 MAIN = "pecourse.kernels.apply_rope"
 FIRST_CALL = "apply_rope, table built (first call)"
@@ -34,7 +37,6 @@ FIRST_CALL = "apply_rope, table built (first call)"
 def _variants(q, k, cos, sin, *, backward: bool):
     from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
-    d = q.shape[-1]
     hf_cos = torch.cat((cos, cos), -1)[None]  # transformers' duplicated [1, seq, dim] tables
     hf_sin = torch.cat((sin, sin), -1)[None]
     hf_compiled = torch.compile(apply_rotary_pos_emb, dynamic=False)
@@ -45,8 +47,7 @@ def _variants(q, k, cos, sin, *, backward: bool):
         )
 
     def reference(a, b):
-        f = rope_mod._apply_with_tables
-        return f(a, cos, sin, "half", d, "reference"), f(b, cos, sin, "half", d, "reference")
+        return rotate_pairs(a, cos, sin), rotate_pairs(b, cos, sin)
 
     positions = torch.arange(q.shape[2])
 
@@ -54,7 +55,7 @@ def _variants(q, k, cos, sin, *, backward: bool):
         return kernels.apply_rope(a, positions), kernels.apply_rope(b, positions)
 
     def first_call(a, b):
-        rope_mod.TABLES.clear()  # new positions: the table is built (then reused for b)
+        TABLES.clear()  # new positions: the table is built (then reused for b)
         return public(a, b)
 
     public(q, k)  # the one table build; every later call of `public` finds it

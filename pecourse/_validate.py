@@ -19,6 +19,7 @@ __all__ = [
     "check_tensor",
     "check_positions",
     "check_even",
+    "check_base",
 ]
 
 
@@ -74,6 +75,11 @@ def check_even(name: str, value) -> int:
     return value
 
 
+def check_base(value, name: str = "base") -> float:
+    """A frequency base above 1 (a base of 1 makes every frequency equal)."""
+    return check_float(name, value, minimum=1.0, strict_minimum=True)
+
+
 def check_tensor(
     name: str, value, *, ndim: int | tuple[int, ...] | None = None, floating: bool | None = None
 ) -> torch.Tensor:
@@ -99,14 +105,16 @@ def check_positions(
 ) -> torch.Tensor:
     """Integer, non-negative positions shaped ``[seq]`` or ``[batch, seq]``.
 
-    ``limit`` is an exclusive ceiling (a learned table with ``limit`` rows).
+    ``limit`` is an exclusive ceiling (a learned table with ``limit`` rows). The checks that
+    read values run on CPU tensors only: on an accelerator they would stop the device and
+    wait (a host sync) on every call.
     """
     positions = check_tensor(name, positions, ndim=ndim)
     if positions.is_floating_point() or positions.is_complex() or positions.dtype == torch.bool:
         raise TypeError(
             f"{name} must hold integer positions (torch.long/int32), got dtype {positions.dtype}"
         )
-    if positions.numel():
+    if positions.numel() and positions.device.type == "cpu":
         low = int(positions.min())
         if low < 0:
             raise ValueError(f"{name} must be non-negative, got a minimum of {low}")

@@ -12,15 +12,17 @@ more of four places, and :class:`PositionScheme` has one hook for each:
 1. **the input** — :meth:`PositionScheme.embed` adds a vector to the token embedding
    (learned absolute, sinusoidal);
 2. **queries and keys** — :meth:`PositionScheme.rotate` transforms ``q`` and ``k`` before the
-   dot product (RoPE and its scalings, xPos, multidimensional RoPE);
+   dot product (RoPE and its scalings, xPos, multidimensional RoPE; xPos also scales);
 3. **the scores** — :meth:`PositionScheme.score_bias` returns ``b_ij`` added to the logits
    (ALiBi, T5 buckets, Shaw's key term, CoPE);
 4. **values and outputs** — :meth:`PositionScheme.transform_values` and
    :meth:`PositionScheme.transform_output` (VO-RoPE, Shaw's value term).
 
-The base class implements all four as "do nothing", which *is* NoPE. :func:`attention`
-calls the hooks in order; a model takes one scheme per layer (a *plan*), so iRoPE is a
-plan (RoPE, RoPE, RoPE, NoPE), not a new architecture.
+The base class implements all four as "do nothing", which *is* NoPE; a scheme's ``places``
+are read off the hooks it overrides (:data:`HOOKS`). :func:`attention` calls the hooks in
+the order a forward pass meets the places; a model takes one scheme per layer (a *plan*),
+so iRoPE is a plan (RoPE, RoPE, RoPE, NoPE), not a new architecture. The design, and how
+to add a scheme, is in ``docs/architecture.md``.
 """
 
 from __future__ import annotations
@@ -33,23 +35,60 @@ from torch.nn import functional as F
 
 from ._validate import check_int, check_tensor
 
-__all__ = ["PLACES", "PositionScheme", "NoPE", "attention", "causal_mask", "MultiHeadAttention"]
+__all__ = [
+    "PLACES",
+    "HOOKS",
+    "PositionScheme",
+    "NoPE",
+    "attention",
+    "causal_mask",
+    "relative_offsets",
+    "MultiHeadAttention",
+]
 
 #: The four places position enters attention, in the order a forward pass meets them.
 PLACES = ("input", "qk", "scores", "values")
+
+#: The hooks of each place. A scheme uses a place exactly when it overrides one of them.
+HOOKS = {
+    "input": ("embed",),
+    "qk": ("rotate",),
+    "scores": ("score_bias",),
+    "values": ("transform_values", "transform_output"),
+}
+
+
+class _OverriddenPlaces:
+    """``places``, read off the hooks a scheme class overrides (see :data:`HOOKS`)."""
+
+    def __get__(self, scheme, cls) -> tuple[str, ...]:
+        return tuple(
+            place
+            for place, hooks in HOOKS.items()
+            if any(getattr(cls, h) is not getattr(PositionScheme, h) for h in hooks)
+        )
 
 
 class PositionScheme(nn.Module):
     """Base class for positional schemes: every hook is the identity (that is NoPE).
 
-    Subclasses override the hooks for the places they use and list those places in
-    ``places`` (a subset of :data:`PLACES`). Positions are integer tensors shaped
-    ``[seq]`` (shared by the batch) or ``[batch, seq]``.
+    Subclasses override the hooks of the places they use; :attr:`places` is read off the
+    overridden hooks (:data:`HOOKS`), never declared. Positions are integer tensors shaped
+    ``[seq]`` (shared by the batch) or ``[batch, seq]`` (multidimensional schemes take
+    coordinates, see theirs).
     """
 
-    places: tuple[str, ...] = ()
-    #: True for schemes whose maths only holds under a causal mask (xPos).
+    #: True for schemes whose maths only holds under a causal mask (xPos, CoPE).
     requires_causal: bool = False
+    #: True for schemes whose output hook reads the attention probabilities (Shaw's value
+    #: term): attention() then cannot hand the softmax to a fused kernel.
+    needs_probs: bool = False
+    #: Input schemes only: the model multiplies the token embedding by √d_model before
+    #: ``embed`` (Vaswani et al. 2017, section 3.4, with the sinusoidal table).
+    scale_embeddings: bool = False
+
+    #: The places this scheme uses, in :data:`PLACES` order (on the class and its instances).
+    places = _OverriddenPlaces()
 
     # 1. the input ---------------------------------------------------------------------
     def embed(self, hidden: Tensor, positions: Tensor) -> Tensor:
@@ -60,25 +99,29 @@ class PositionScheme(nn.Module):
     def rotate(
         self, q: Tensor, k: Tensor, q_positions: Tensor, k_positions: Tensor
     ) -> tuple[Tensor, Tensor]:
-        """``q`` ``[b, h, Lq, d]`` and ``k`` ``[b, h_kv, Lk, d]`` -> transformed ``q, k``."""
+        """``q`` ``[b, h, Lq, d]`` and ``k`` ``[b, h_kv, Lk, d]`` (before the grouped-query
+        repeat) -> transformed ``q, k`` of the same shapes."""
         return q, k
 
     # 3. the scores ------------------------------------------------------------------------
     def score_bias(
         self, q: Tensor, k: Tensor, q_positions: Tensor, k_positions: Tensor
     ) -> Tensor | None:
-        """A bias broadcastable to ``[b, h, Lq, Lk]`` added to ``q·k/√d``, or ``None``."""
+        """A bias broadcastable to ``[b, h, Lq, Lk]`` added to ``q·k/√d``, or ``None``.
+
+        ``q`` and ``k`` are the transformed ones, ``k`` already repeated to ``h`` heads."""
         return None
 
     # 4. values and outputs --------------------------------------------------------------
     def transform_values(self, v: Tensor, k_positions: Tensor) -> Tensor:
-        """``v`` ``[b, h, Lk, d]`` -> values as the attention averages them."""
+        """``v`` ``[b, h_kv, Lk, d]`` -> values as the attention averages them."""
         return v
 
     def transform_output(
-        self, out: Tensor, probs: Tensor, q_positions: Tensor, k_positions: Tensor
+        self, out: Tensor, probs: Tensor | None, q_positions: Tensor, k_positions: Tensor
     ) -> Tensor:
-        """``out`` ``[b, h, Lq, d]`` and ``probs`` ``[b, h, Lq, Lk]`` -> the head's output."""
+        """``out`` ``[b, h, Lq, d]`` -> the head's output. ``probs`` ``[b, h, Lq, Lk]`` are the
+        attention weights when :attr:`needs_probs` is set (``None`` on the fused path)."""
         return out
 
     def extra_repr(self) -> str:
@@ -110,8 +153,15 @@ def causal_mask(query_len: int, key_len: int, *, device=None) -> Tensor:
     return j <= i
 
 
-def _default_positions(length: int, device) -> Tensor:
-    return torch.arange(length, device=device)
+def relative_offsets(q_positions: Tensor, k_positions: Tensor) -> Tensor:
+    """``j - i``, key position minus query position, ``[..., Lq, Lk]`` (T5's sign convention).
+
+    Integer positions come back as int64 (exact for any position); fractional ones keep
+    their dtype. Negative for keys before the query.
+    """
+    if not q_positions.is_floating_point():
+        q_positions, k_positions = q_positions.long(), k_positions.long()
+    return k_positions[..., None, :] - q_positions[..., :, None]  # j - i
 
 
 def attention(
@@ -127,22 +177,19 @@ def attention(
     return_probs: bool = False,
     fused: bool = False,
 ):
-    r"""Attention with a positional scheme plugged in through its four hooks.
+    r"""Attention with a positional scheme plugged in through its hooks.
 
     Shapes: ``q`` ``[batch, heads, Lq, d]``; ``k`` and ``v`` ``[batch, kv_heads, Lk, d]``
     where ``heads`` is a multiple of ``kv_heads`` (grouped-query attention). Positions
     default to ``0..L-1``; with ``causal=True`` queries align with the last ``Lq`` keys.
-    ``padding_mask`` is boolean ``[batch, Lk]``, True for real tokens.
-
-    Returns the output ``[batch, heads, Lq, d]`` (and the probabilities when
-    ``return_probs``). Refuses mismatched shapes, a non-divisible head count, and a
-    scheme that needs a causal mask (xPos) used without one.
+    ``padding_mask`` is boolean ``[batch, Lk]``, True for real tokens. Returns the output
+    ``[batch, heads, Lq, d]`` (and the probabilities when ``return_probs``).
 
     ``fused=True`` runs the same hooks in the same order, but hands the softmax and the
     weighted sum to ``F.scaled_dot_product_attention`` (one fused kernel, several times
     faster at long lengths). It applies only where the probabilities are not needed: not
-    with ``return_probs``, and not for schemes that transform the output (Shaw's value
-    term, VO-RoPE), which take the step-by-step path whatever ``fused`` says.
+    with ``return_probs``, and not for a scheme that sets ``needs_probs`` (Shaw's value
+    term), which takes the step-by-step path whatever ``fused`` says.
     """
     for name, t in (("q", q), ("k", k), ("v", v)):
         check_tensor(name, t, ndim=4, floating=True)
@@ -167,25 +214,26 @@ def attention(
         )
     offset = lk - lq if causal else 0
     if q_positions is None:
-        q_positions = _default_positions(lq, q.device) + offset
+        q_positions = torch.arange(lq, device=q.device) + offset
     if k_positions is None:
-        k_positions = _default_positions(lk, q.device)
+        k_positions = torch.arange(lk, device=q.device)
+    group = h // h_kv  # grouped-query attention: each key/value head serves `group` queries
 
     # 2. queries and keys
     q, k = scheme.rotate(q, k, q_positions, k_positions)
-    # 4a. values
-    v = scheme.transform_values(v, k_positions)
-    if h != h_kv:  # grouped-query attention: each key/value head serves h // h_kv queries
-        k = k.repeat_interleave(h // h_kv, dim=1)
-        v = v.repeat_interleave(h // h_kv, dim=1)
-
+    k = k.repeat_interleave(group, dim=1) if group > 1 else k
     # 3. the scores
     bias = scheme.score_bias(q, k, q_positions, k_positions)
     visible = _visibility(b, lq, lk, causal, padding_mask, q.device)
-    if fused and not return_probs and not _transforms_output(scheme):
+    # 4. values (then the outputs, below)
+    v = scheme.transform_values(v, k_positions)
+    v = v.repeat_interleave(group, dim=1) if group > 1 else v
+
+    if fused and not return_probs and not scheme.needs_probs:
         # A plain square causal mask is what the fused kernel's is_causal means exactly.
         plain_causal = causal and lq == lk and bias is None and padding_mask is None
-        return _fused_attention(q, k, v, bias, None if plain_causal else visible, plain_causal)
+        out = _fused_attention(q, k, v, bias, None if plain_causal else visible, plain_causal)
+        return scheme.transform_output(out, None, q_positions, k_positions)
 
     scores = (q @ k.transpose(-2, -1)) / math.sqrt(d)
     if bias is not None:
@@ -198,9 +246,7 @@ def attention(
     probs = probs.to(q.dtype)
     # A query whose every key is masked (a padded query) gets zeros, not NaNs.
     probs = torch.nan_to_num(probs, nan=0.0)
-    out = probs @ v
-    # 4b. outputs
-    out = scheme.transform_output(out, probs, q_positions, k_positions)
+    out = scheme.transform_output(probs @ v, probs, q_positions, k_positions)
     return (out, probs) if return_probs else out
 
 
@@ -217,10 +263,6 @@ def _visibility(b, lq, lk, causal, padding_mask, device) -> Tensor | None:
         keys = padding_mask[:, None, None, :]
         visible = keys if visible is None else visible & keys
     return visible
-
-
-def _transforms_output(scheme: PositionScheme) -> bool:
-    return type(scheme).transform_output is not PositionScheme.transform_output
 
 
 def _fused_attention(q, k, v, bias, visible, is_causal=False) -> Tensor:

@@ -19,7 +19,8 @@ why) and ``figure`` (a matplotlib ``Figure``, made without pyplot's global state
 =============================  ==================================================
 
 ``python -m pecourse.experiments retrain`` retrains every shipped checkpoint from scratch;
-``python -m pecourse.experiments run [NAME …]`` prints the tables.
+``python -m pecourse.experiments run [NAME …] [--save]`` prints the tables (and records
+them in ``pecourse/results``, which :func:`recorded` reads back).
 
 The checkpoints are tiny (4 layers, 64 wide, 4 heads of 16 dimensions, characters, 64 long,
 a few minutes of CPU). Their numbers are not the papers' numbers; what should carry over is
@@ -30,17 +31,18 @@ from __future__ import annotations
 
 import math
 import sys
-from dataclasses import dataclass, field
 
 import torch
 
 from . import evaluate as ev
 from .derivations import rope_base_lower_bound
 from .model import load_checkpoint
+from .results import ExperimentResult, recorded, save
 
 __all__ = [
     "ExperimentResult",
     "EXPERIMENTS",
+    "recorded",
     "extrapolation",
     "loss_by_position",
     "effective_context",
@@ -54,41 +56,6 @@ __all__ = [
 
 EXTRAPOLATION_SET = ("learned", "sinusoidal", "rope", "t5", "alibi", "nope")
 LENGTHS = (64, 128, 256, 512)
-
-
-@dataclass
-class ExperimentResult:
-    """A table (``rows``), a plain-language reading of it (``text``) and a ``figure``."""
-
-    name: str
-    rows: list[dict]
-    text: str
-    figure: object = field(default=None, repr=False)
-
-    def table(self) -> str:
-        """The rows as a fixed-width text table."""
-        if not self.rows:
-            return "(no rows)"
-        cols = list(dict.fromkeys(k for r in self.rows for k in r))
-        cells = [[_fmt(r.get(c)) for c in cols] for r in self.rows]
-        widths = [max(len(str(c)), *(len(row[i]) for row in cells)) for i, c in enumerate(cols)]
-        lines = ["  ".join(str(c).rjust(w) for c, w in zip(cols, widths))]
-        lines += ["  ".join(v.rjust(w) for v, w in zip(row, widths)) for row in cells]
-        return "\n".join(lines)
-
-    def to_dict(self) -> dict:
-        return {"name": self.name, "rows": self.rows, "text": self.text}
-
-    def __str__(self) -> str:
-        return f"{self.name}\n{self.table()}\n\n{self.text}"
-
-
-def _fmt(v) -> str:
-    if v is None:
-        return "n/a"
-    if isinstance(v, float):
-        return f"{v:.3g}" if abs(v) < 1000 else f"{v:.3e}"
-    return str(v)
 
 
 def _figure(ncols: int = 1, width: float = 5.0):
@@ -684,8 +651,6 @@ def retrain(names=None, *, out_dir=None, progress: bool = True, **overrides) -> 
 
 def main(argv=None) -> int:
     import argparse
-    import json
-    from pathlib import Path
 
     p = argparse.ArgumentParser(prog="python -m pecourse.experiments")
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -709,9 +674,7 @@ def main(argv=None) -> int:
         res = EXPERIMENTS[name]()
         print(res, "\n", flush=True)
         if args.save:
-            out = Path(__file__).resolve().parent / "results" / f"{name}.json"
-            out.parent.mkdir(exist_ok=True)
-            out.write_text(json.dumps(res.to_dict(), indent=1, default=str) + "\n")
+            save(res)
     return 0
 
 

@@ -23,8 +23,10 @@ by :func:`load_checkpoint`.
 from __future__ import annotations
 
 import copy
+import inspect
 import json
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
@@ -35,6 +37,13 @@ from torch.nn import functional as F
 from ._validate import check_choice, check_int, check_positions, check_tensor
 from .attention import MultiHeadAttention, NoPE, PositionScheme
 from .data import VOCAB_SIZE
+from .kernels import FAST_ROPE
+from .positions.absolute import LearnedAbsolute, Sinusoidal
+from .positions.alibi import ALiBi
+from .positions.cope import CoPE
+from .positions.relative import ShawRelative, T5RelativeBias
+from .positions.rope import RoPE
+from .positions.xpos import XPos
 
 __all__ = [
     "SCHEMES",
@@ -54,72 +63,35 @@ __all__ = [
 INPUT_SCHEMES = ("learned", "sinusoidal")
 
 
-def _learned(*, d_model, num_heads, train_len, max_positions=None):
-    from .positions.absolute import LearnedAbsolute
+@dataclass(frozen=True)
+class Sizes:
+    """What the model tells a scheme about itself (see :data:`SCHEMES`)."""
 
-    return LearnedAbsolute(train_len if max_positions is None else max_positions, d_model)
+    d_model: int
+    num_heads: int
+    train_len: int
 
-
-def _sinusoidal(*, d_model, num_heads, train_len, **options):
-    from .positions.absolute import Sinusoidal
-
-    return Sinusoidal(d_model, **options)
-
-
-def _rope(*, d_model, num_heads, train_len, **options):
-    from .positions.rope import RoPE
-
-    return RoPE(d_model // num_heads, **options)
+    @property
+    def head_dim(self) -> int:
+        return self.d_model // self.num_heads
 
 
-def _xpos(*, d_model, num_heads, train_len, **options):
-    from .positions.xpos import XPos
-
-    return XPos(d_model // num_heads, **options)
-
-
-def _alibi(*, d_model, num_heads, train_len, **options):
-    from .positions.alibi import ALiBi
-
-    return ALiBi(num_heads, **options)
-
-
-def _t5(*, d_model, num_heads, train_len, **options):
-    from .positions.relative import T5RelativeBias
-
-    options.setdefault("bidirectional", False)  # a decoder: keys never come after the query
-    return T5RelativeBias(num_heads, **options)
-
-
-def _shaw(*, d_model, num_heads, train_len, max_distance=16, **options):
-    from .positions.relative import ShawRelative
-
-    return ShawRelative(d_model // num_heads, max_distance, **options)  # k = 16 as in the paper
-
-
-def _cope(*, d_model, num_heads, train_len, max_position=None, **options):
-    from .positions.cope import CoPE
-
-    return CoPE(
-        d_model // num_heads, train_len if max_position is None else max_position, **options
-    )
-
-
-def _nope(*, d_model, num_heads, train_len):
-    return NoPE()
-
-
-#: Scheme name -> constructor taking the model's sizes plus the scheme's own options.
-SCHEMES = {
-    "learned": _learned,
-    "sinusoidal": _sinusoidal,
-    "rope": _rope,
-    "xpos": _xpos,
-    "alibi": _alibi,
-    "t5": _t5,
-    "shaw": _shaw,
-    "cope": _cope,
-    "nope": _nope,
+#: Scheme name -> (scheme class, its constructor arguments for a model of these sizes).
+#: The model's rotary layers run on the fast backend (cached tables, C kernel), which gives
+#: the readable core's numbers (``docs/architecture.md``). ``position_options`` override any
+#: of these arguments.
+SCHEMES: dict[str, tuple[type[PositionScheme], Callable[[Sizes], dict]]] = {
+    "learned": (LearnedAbsolute, lambda s: dict(max_positions=s.train_len, d_model=s.d_model)),
+    "sinusoidal": (Sinusoidal, lambda s: dict(d_model=s.d_model)),
+    "rope": (RoPE, lambda s: dict(head_dim=s.head_dim, backend=FAST_ROPE)),
+    "xpos": (XPos, lambda s: dict(head_dim=s.head_dim, backend=FAST_ROPE)),
+    "alibi": (ALiBi, lambda s: dict(num_heads=s.num_heads)),
+    # A decoder: keys never come after the query, so every bucket looks back.
+    "t5": (T5RelativeBias, lambda s: dict(num_heads=s.num_heads, bidirectional=False)),
+    # k = 16 as in the paper.
+    "shaw": (ShawRelative, lambda s: dict(head_dim=s.head_dim, max_distance=16)),
+    "cope": (CoPE, lambda s: dict(head_dim=s.head_dim, max_position=s.train_len)),
+    "nope": (NoPE, lambda s: {}),
 }
 
 
@@ -131,18 +103,16 @@ def build_scheme(
     ``options`` go to the scheme's constructor (``build_scheme("rope", base=500.0)``,
     ``build_scheme("rope", scaling="yarn", factor=4.0, original_max_position=64)``).
     ``train_len`` sizes what depends on the context: the rows of a learned table and
-    CoPE's ``max_position`` (both overridable). Refuses an unknown name, listing the
-    accepted ones, and options the scheme does not take.
+    CoPE's ``max_position`` (both overridable).
     """
     check_choice("scheme", name, tuple(SCHEMES))
+    cls, arguments = SCHEMES[name]
+    kwargs = {**arguments(Sizes(d_model, num_heads, train_len)), **options}
     try:
-        return SCHEMES[name](d_model=d_model, num_heads=num_heads, train_len=train_len, **options)
+        inspect.signature(cls).bind(**kwargs)
     except TypeError as exc:
-        if "unexpected keyword" in str(exc) or "positional argument" in str(exc):
-            raise TypeError(
-                f"position_options for scheme {name!r} were not accepted: {exc}"
-            ) from exc
-        raise
+        raise TypeError(f"position_options for scheme {name!r} were not accepted: {exc}") from None
+    return cls(**kwargs)
 
 
 @dataclass
@@ -282,7 +252,8 @@ class TinyGPT(nn.Module):
     def forward(self, idx: Tensor, positions: Tensor | None = None, targets: Tensor | None = None):
         check_tensor("idx", idx, ndim=2, floating=False)
         b, s = idx.shape
-        if idx.numel() and (int(idx.min()) < 0 or int(idx.max()) >= self.config.vocab_size):
+        cpu = idx.device.type == "cpu"  # reading values on an accelerator is a host sync
+        if cpu and idx.numel() and (int(idx.min()) < 0 or int(idx.max()) >= self.config.vocab_size):
             raise ValueError(f"idx must hold token ids in 0..{self.config.vocab_size - 1}")
         if positions is None:
             positions = torch.arange(s, device=idx.device)
@@ -292,7 +263,7 @@ class TinyGPT(nn.Module):
                 f"positions must be [seq={s}] or [batch={b}, seq={s}], got {tuple(positions.shape)}"
             )
         x = self.tok_emb(idx)
-        if self.config.plan == "sinusoidal":  # Vaswani et al. 2017, section 3.4: scale by √d
+        if self.input_scheme.scale_embeddings:  # Vaswani et al. 2017, section 3.4: scale by √d
             x = x * math.sqrt(self.config.d_model)  # so the fixed table does not drown the tokens
         x = self.input_scheme.embed(x, positions)
         for block in self.blocks:
@@ -312,19 +283,14 @@ class TinyGPT(nn.Module):
             block.attn.fused = bool(fused)
         return self
 
-    def num_parameters(self) -> int:
-        return sum(p.numel() for p in self.parameters())
-
 
 def replace_rope(model: TinyGPT, scaling: str = "default", **scaling_kwargs) -> TinyGPT:
     """A copy of ``model`` whose RoPE layers use ``scaling`` (training-free RoPE scaling).
 
     Keeps each layer's base and pairing; the weights are shared in value (deep copy).
     ``replace_rope(m, "linear", factor=4.0)`` is position interpolation (Chen et al. 2023,
-    arXiv:2306.15595). Refuses a model without RoPE layers.
+    arXiv:2306.15595).
     """
-    from .positions.rope import RoPE
-
     new = copy.deepcopy(model)
     found = False
     for block in new.blocks:
@@ -337,6 +303,7 @@ def replace_rope(model: TinyGPT, scaling: str = "default", **scaling_kwargs) -> 
                 pairing=old.pairing,
                 rotary_dim=old.rotary_dim,
                 scaling=scaling,
+                backend=old.backend,
                 **scaling_kwargs,
             )
     if not found:
@@ -404,11 +371,7 @@ def checkpoint_info(name_or_path) -> dict:
 
 
 def load_checkpoint(name_or_path, *, map_location="cpu") -> TinyGPT:
-    """A ready :class:`TinyGPT` (eval mode) from a shipped name or a path (no network).
-
-    Refuses an unknown name (listing the shipped ones), a missing file, and a corrupt or
-    mismatched weights file, naming the file.
-    """
+    """A ready :class:`TinyGPT` (eval mode) from a shipped name or a path (no network)."""
     from safetensors import SafetensorError
     from safetensors.torch import load_file
 

@@ -121,7 +121,7 @@ def test_nope_is_the_default_and_uses_no_place():
 class _Recorder(PositionScheme):
     """Records every hook call; applies a visible change at each place."""
 
-    places = ("qk", "scores", "values")
+    needs_probs = True
 
     def __init__(self):
         super().__init__()
@@ -149,12 +149,13 @@ def test_hooks_run_in_order_with_default_positions():
     rec = _Recorder()
     out = attention(q, k, v, rec)
     names = [c[0] for c in rec.calls]
-    assert names == ["rotate", "transform_values", "score_bias", "transform_output"]
+    # In the order a forward pass meets the places (PLACES): q/k, scores, values, output.
+    assert names == ["rotate", "score_bias", "transform_values", "transform_output"]
     # rotate and transform_values see the key/value heads before grouped-query repetition;
     # score_bias sees keys repeated to one per query head.
     assert rec.calls[0] == ("rotate", 2, [3, 4], [0, 1, 2, 3, 4])
-    assert rec.calls[1] == ("transform_values", 2)
-    assert rec.calls[2] == ("score_bias", 4)
+    assert rec.calls[1] == ("score_bias", 4)
+    assert rec.calls[2] == ("transform_values", 2)
     assert rec.calls[3] == ("transform_output", (2, 4, 2, 5))
     kk, vv = (2 * k).repeat_interleave(2, 1), (v + 1).repeat_interleave(2, 1)
     scores = q @ kk.transpose(-2, -1) / math.sqrt(8) + 0.5

@@ -3,9 +3,10 @@
 The modules here are *optimisations* of maths that lives, in readable form, in
 :mod:`pecourse.positions`. Each one is checked against that reference in ``tests/kernels``.
 
-- :mod:`pecourse.kernels.rope_cpu` — one-pass RoPE on the CPU (a small C kernel compiled on
-  first use, with a pure-PyTorch fallback); what :func:`pecourse.positions.rope.apply_rope`
-  uses by default.
+- :mod:`pecourse.kernels.rope_cpu` — one-pass RoPE on the CPU (a small C kernel,
+  ``rope_cpu.c``, compiled on first use, with the readable rotation as the fallback);
+- :mod:`pecourse.kernels.rope` — the fast RoPE: cached cos/sin tables plus that kernel,
+  :data:`FAST_ROPE`, the backend the model's rotary layers use.
 - :mod:`pecourse.kernels.rope_triton` — queries and keys rotated in one Triton launch, forward
   and backward, as the custom op ``torch.ops.pecourse.rope_qk``. Importing it imports Triton:
   on a machine without a GPU set ``TRITON_INTERPRET=1`` *before* importing it to run the
@@ -18,7 +19,8 @@ time it meets a configuration, and falls back (with a ``CompiledPathWarning``) w
 disagrees: :mod:`pecourse.kernels.verify`; ``pecourse info`` shows the verdicts.
 
 :func:`apply_rope` is the fast RoPE entry point (the signature of
-:func:`pecourse.positions.rope.apply_rope`): cached cos/sin tables and the C kernel.
+:func:`pecourse.positions.rope.apply_rope`). This package builds on :mod:`pecourse.positions`,
+never the reverse (``docs/architecture.md``).
 
 Nothing is imported eagerly: ``import pecourse.kernels`` is free.
 """
@@ -27,9 +29,9 @@ from __future__ import annotations
 
 import importlib
 
-__all__ = ["apply_rope", "CompiledPathWarning"]
+__all__ = ["apply_rope", "FAST_ROPE", "CompiledPathWarning"]
 
-_LAZY = {"apply_rope": "rope_cpu", "CompiledPathWarning": "verify"}
+_LAZY = {"apply_rope": "rope", "FAST_ROPE": "rope", "CompiledPathWarning": "verify"}
 
 
 def __getattr__(name):

@@ -191,7 +191,7 @@ def sliding_window_mask_mod(window: int, q_offset: int = 0):
     """``mask_mod`` for causal sliding-window attention: ``i - window < j <= i``.
 
     Each query sees itself and the ``window - 1`` keys before it (Mistral's convention,
-    ``window`` tokens in all). Refuses ``window < 1``.
+    ``window`` tokens in all).
     """
     window = check_int("window", window, minimum=1)
     q_offset = check_int("q_offset", q_offset, minimum=0)
@@ -474,8 +474,7 @@ def flex_attention_alibi(
     causal=causal)`` without an ``Lq x Lk`` tensor.
 
     ``window`` adds a causal sliding window. ``mask`` reuses a :func:`mask_for` built for
-    the same lengths (building one costs more than a short attention call). Refuses a
-    ``window`` without ``causal`` and a ``mask`` built for other lengths.
+    the same lengths (building one costs more than a short attention call).
     """
     from ..positions.alibi import slopes
 

@@ -16,13 +16,13 @@ How (and why this way). Three options were measured side by side on the course m
 ``benchmarks/rope_cpu.py``, ``benchmarks/results/rope_cpu.json``), as speed relative to transformers' eager code and to
 a plain copy of the same tensors (the memory-bandwidth limit):
 
-- PyTorch ops into a preallocated output (the package's readable reference in
-  :mod:`pecourse.positions.rope`): 1.4-1.6x transformers' eager speed, 0.15x a copy —
-  still one strided pass per product.
+- PyTorch ops (then into a preallocated output; the readable reference is now
+  :func:`pecourse.positions.rotary.rotate_pairs`): 1.4-1.6x transformers' eager speed,
+  0.15x a copy — still one strided pass per product.
 - ``torch.compile`` of transformers' function: 3x eager, 0.3x a copy, after 10-40 s of
   compilation on first use and a recompilation for every new dtype / rank / pairing — too
   slow to start for a notebook that calls RoPE once on a small tensor.
-- **A ~100-line C kernel** (no PyTorch headers, so ``gcc`` builds it in under a second,
+- **A ~100-line C kernel** (``rope_cpu.c`` beside this file; no PyTorch headers, so ``gcc`` builds it in under a second,
   unlike ``cpp_extension.load_inline``, which needs ninja — not a dependency of this
   package — and tens of seconds for ``torch/extension.h``), loaded with :mod:`ctypes`,
   which releases the GIL so chunks of rows run on a small thread pool: one read and one
@@ -33,8 +33,10 @@ We use the C kernel. The shared library is cached under the user cache directory
 (``platformdirs.user_cache_dir("pecourse")``, or ``$PECOURSE_CACHE_DIR``), keyed by a hash of
 the source, the compiler and the CPU, so a fresh clone builds it once, offline. If there is
 no C compiler, the build fails, or ``PECOURSE_NO_CKERNEL=1`` is set, every call falls back to
-:func:`rotate_reference` (pure PyTorch, same numbers); :func:`backend` says which is in use
-and :func:`build_error` why.
+:func:`pecourse.positions.rotary.rotate_pairs` (pure PyTorch, same numbers);
+:func:`backend` says which is in use and :func:`build_error` why. :func:`rotate` has the
+signature of ``rotate_pairs``, so :data:`pecourse.kernels.FAST_ROPE` can stand in for the
+readable core in any rotary scheme.
 
 Numerics follow the course convention: angles are never formed here — the caller passes
 ``cos``/``sin`` tables already computed in float64 and rounded to float32 (float64 for
@@ -61,6 +63,7 @@ import sys
 import tempfile
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from importlib import resources
 from pathlib import Path
 
 import torch
@@ -68,103 +71,19 @@ import torch.autograd.forward_ad as _forward_ad
 from torch import Tensor
 
 from .._validate import check_choice, check_tensor
+from ..positions.rotary import PAIRINGS, compute_dtype, rotate_pairs
 from . import verify
 
-__all__ = [
-    "rotate",
-    "rotate_reference",
-    "cos_sin_tables",
-    "backend",
-    "build_error",
-    "check_all",
-    "apply_rope",
-    "PAIRINGS",
-]
-
-PAIRINGS = ("half", "interleaved")
+__all__ = ["rotate", "backend", "build_error", "check_all"]
 
 # --------------------------------------------------------------------------------------
-# The C kernel
+# The C kernel (rope_cpu.c, shipped beside this file)
 # --------------------------------------------------------------------------------------
 
-_C_SOURCE = r"""
-#include <stdint.h>
-#include <string.h>
 
-/* bfloat16 <-> float: bf16 is the top half of a float32; round to nearest even. */
-static inline float bf16_to_f(uint16_t h) { uint32_t u = (uint32_t)h << 16; float f; memcpy(&f, &u, 4); return f; }
-static inline uint16_t f_to_bf16(float f) {
-    uint32_t u; memcpy(&u, &f, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u); /* quiet NaN */
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
+def _c_source() -> str:
+    return resources.files(__package__).joinpath("rope_cpu.c").read_text()
 
-/* One row = one (batch, head, position) vector of D values. Rows [row_begin, row_end) of
-   a [B, M, S, D] view of x (element strides sxb, sxm, sxs; last dim contiguous) are written
-   to the contiguous out. cos/sin are [B or 1, S, R/2] contiguous; cbs is their batch stride
-   (0 when shared by the batch). The first R dims are rotated, dims R..D-1 copied. */
-#define DEFINE_ROPE(NAME, T, CT, LOAD, STORE)                                                 \
-void NAME(const T* restrict x, T* restrict out, const CT* restrict cs, const CT* restrict sn, \
-          int64_t M, int64_t S, int64_t D, int64_t R,                                         \
-          int64_t sxb, int64_t sxm, int64_t sxs, int64_t cbs,                                 \
-          int interleaved, int inverse, int64_t row_begin, int64_t row_end)                   \
-{                                                                                             \
-    const int64_t H2 = R / 2;                                                                 \
-    /* (b, m, s) of the first row; then counted up (no divisions per row). */                 \
-    int64_t s = row_begin % S, m = (row_begin / S) % M, b = row_begin / S / M;                \
-    for (int64_t r = row_begin; r < row_end; ++r) {                                           \
-        const T* restrict xr = x + b * sxb + m * sxm + s * sxs;                               \
-        T* restrict o = out + r * D;                                                          \
-        const CT* restrict c = cs + b * cbs + s * H2;                                         \
-        const CT* restrict sv = sn + b * cbs + s * H2;                                        \
-        if (!interleaved) {                 /* pairs (j, j + R/2): NeoX / transformers */     \
-            if (!inverse) {                                                                   \
-                for (int64_t j = 0; j < H2; ++j) {                                            \
-                    const CT a = LOAD(xr[j]), bb = LOAD(xr[j + H2]);                          \
-                    o[j] = STORE(a * c[j] - bb * sv[j]);                                      \
-                    o[j + H2] = STORE(bb * c[j] + a * sv[j]);                                 \
-                }                                                                             \
-            } else {                        /* rotation by -theta: sin -> -sin */             \
-                for (int64_t j = 0; j < H2; ++j) {                                            \
-                    const CT a = LOAD(xr[j]), bb = LOAD(xr[j + H2]);                          \
-                    o[j] = STORE(a * c[j] + bb * sv[j]);                                      \
-                    o[j + H2] = STORE(bb * c[j] - a * sv[j]);                                 \
-                }                                                                             \
-            }                                                                                 \
-        } else {                            /* pairs (2j, 2j + 1): GPT-J / Meta */            \
-            if (!inverse) {                                                                   \
-                for (int64_t j = 0; j < H2; ++j) {                                            \
-                    const CT a = LOAD(xr[2 * j]), bb = LOAD(xr[2 * j + 1]);                   \
-                    o[2 * j] = STORE(a * c[j] - bb * sv[j]);                                  \
-                    o[2 * j + 1] = STORE(bb * c[j] + a * sv[j]);                              \
-                }                                                                             \
-            } else {                                                                          \
-                for (int64_t j = 0; j < H2; ++j) {                                            \
-                    const CT a = LOAD(xr[2 * j]), bb = LOAD(xr[2 * j + 1]);                   \
-                    o[2 * j] = STORE(a * c[j] + bb * sv[j]);                                  \
-                    o[2 * j + 1] = STORE(bb * c[j] - a * sv[j]);                              \
-                }                                                                             \
-            }                                                                                 \
-        }                                                                                     \
-        if (R < D) memcpy(o + R, xr + R, (size_t)(D - R) * sizeof(T));                        \
-        if (++s == S) { s = 0; if (++m == M) { m = 0; ++b; } }                                \
-    }                                                                                         \
-}
-
-#define ID(v) (v)
-#define TO_F(v) ((float)(v))
-DEFINE_ROPE(rope_f32, float, float, ID, ID)
-DEFINE_ROPE(rope_f64, double, double, ID, ID)
-DEFINE_ROPE(rope_bf16, uint16_t, float, bf16_to_f, f_to_bf16)
-#ifdef __FLT16_MAX__
-#define TO_H(v) ((_Float16)(v))
-DEFINE_ROPE(rope_f16, _Float16, float, TO_F, TO_H)
-int has_f16(void) { return 1; }
-#else
-int has_f16(void) { return 0; }
-#endif
-"""
 
 _ARGTYPES = [ctypes.c_void_p] * 4 + [ctypes.c_int64] * 8 + [ctypes.c_int] * 2 + [ctypes.c_int64] * 2
 
@@ -244,9 +163,10 @@ def _load() -> ctypes.CDLL | None:
                 ).stdout.splitlines()[:1]
             except (OSError, subprocess.SubprocessError) as exc:
                 raise RuntimeError(f"no C compiler ({cc!r}): {exc}") from exc
+            source = _c_source()
             key = hashlib.sha256(
                 "\n".join(
-                    [_C_SOURCE, cc, *version, *_FLAGS, *_NATIVE_FLAGS, _cpu_signature()]
+                    [source, cc, *version, *_FLAGS, *_NATIVE_FLAGS, _cpu_signature()]
                 ).encode()
             ).hexdigest()[:16]
             cache = _cache_dir()
@@ -257,7 +177,7 @@ def _load() -> ctypes.CDLL | None:
                 # workers, notebooks) never load a half-written library.
                 with tempfile.TemporaryDirectory(dir=cache) as tmp:
                     src = Path(tmp) / "rope_cpu.c"
-                    src.write_text(_C_SOURCE)
+                    src.write_text(source)
                     tmp_lib = Path(tmp) / lib_path.name
                     try:
                         _compile(cc, src, tmp_lib, native=True)
@@ -309,7 +229,7 @@ def _executor(n: int) -> ThreadPoolExecutor:
 
 
 # --------------------------------------------------------------------------------------
-# Validation and the reference
+# Validation
 # --------------------------------------------------------------------------------------
 
 
@@ -362,64 +282,6 @@ def _shared_row(cos: Tensor, sin: Tensor) -> tuple[Tensor, Tensor]:
     return cos, sin
 
 
-def _math_dtype(x: Tensor) -> torch.dtype:
-    return torch.float64 if x.dtype == torch.float64 else torch.float32
-
-
-def _broadcast_table(t: Tensor, x: Tensor) -> Tensor:
-    """``[S, R/2]`` or ``[B, S, R/2]`` -> broadcastable against ``x`` ``[B, ..., S, R/2]``."""
-    if t.ndim == 3:
-        return t.reshape(t.shape[0], *([1] * (x.ndim - 3)), *t.shape[1:])
-    return t
-
-
-def rotate_reference(
-    x: Tensor, cos: Tensor, sin: Tensor, *, pairing: str = "half", inverse: bool = False
-) -> Tensor:
-    """The readable PyTorch version of :func:`rotate` (same signature, same numbers).
-
-    Differentiable in ``x``, ``cos`` and ``sin``; runs on any device.
-    """
-    cos, sin = _shared_row(cos, sin)
-    rotary = _check(x, cos, sin, pairing)
-    math = _math_dtype(x)
-    c = _broadcast_table(cos.to(math), x)
-    s = _broadcast_table(sin.to(math), x)
-    if inverse:
-        s = -s
-    xr, rest = x[..., :rotary].to(math), x[..., rotary:]
-    if pairing == "half":
-        a, b = xr[..., : rotary // 2], xr[..., rotary // 2 :]
-        out = torch.cat((a * c - b * s, b * c + a * s), dim=-1)
-    else:
-        a, b = xr[..., 0::2], xr[..., 1::2]
-        out = torch.stack((a * c - b * s, b * c + a * s), dim=-1).flatten(-2)
-    out = out.to(x.dtype)
-    return torch.cat((out, rest), dim=-1) if rest.shape[-1] else out
-
-
-def cos_sin_tables(
-    positions: Tensor,
-    inv_freq: Tensor,
-    *,
-    attention_factor: float = 1.0,
-    dtype: torch.dtype = torch.float32,
-) -> tuple[Tensor, Tensor]:
-    """``cos``/``sin`` tables ``[..., seq, len(inv_freq)]`` for :func:`rotate`.
-
-    Angles ``p * theta_j`` are formed in float64 (a float32 angle at position 10^6 is off by
-    up to 0.03 rad), then cos/sin are taken, scaled by ``attention_factor`` (YaRN's
-    ``mscale``) and rounded to ``dtype`` (float32, or float64 for float64 inputs).
-    """
-    check_tensor("positions", positions, ndim=(1, 2), floating=False)
-    check_tensor("inv_freq", inv_freq, ndim=1, floating=True)
-    angles = positions.to(torch.float64)[..., None] * inv_freq.to(torch.float64)
-    return (
-        (angles.cos() * attention_factor).to(dtype),
-        (angles.sin() * attention_factor).to(dtype),
-    )
-
-
 # --------------------------------------------------------------------------------------
 # The fast path
 # --------------------------------------------------------------------------------------
@@ -445,7 +307,7 @@ def _can_use_kernel(x: Tensor, cos: Tensor, sin: Tensor) -> bool:
 
 def _kernel(x: Tensor, cos: Tensor, sin: Tensor, interleaved: bool, inverse: bool) -> Tensor:
     """Run the C kernel (no autograd). ``x`` ``[..., S, D]``, tables ``[B|.., S, R/2]``."""
-    math = _math_dtype(x)
+    math = compute_dtype(x)
     cos = cos.to(math).contiguous()
     sin = sin.to(math).contiguous()
     shape = x.shape
@@ -536,16 +398,16 @@ def _probe(dtype: torch.dtype, interleaved: bool, inverse: bool):
     for x, table_shape in cases:
         x = x.to(dtype)
         c, s = (
-            (2 * torch.rand(table_shape, generator=g, dtype=torch.float64) - 1).to(_math_dtype(x))
+            (2 * torch.rand(table_shape, generator=g, dtype=torch.float64) - 1).to(compute_dtype(x))
             for _ in "cs"
         )
         got.append(_kernel(x, c, s, interleaved, inverse))
-        want.append(rotate_reference(x, c, s, pairing=pairing, inverse=inverse))
+        want.append(rotate_pairs(x, c, s, pairing=pairing, inverse=inverse))
     return tuple(got), tuple(want)
 
 
 def _trusted(dtype: torch.dtype, interleaved: bool, inverse: bool) -> bool:
-    """Whether the C kernel agreed with :func:`rotate_reference` on this machine for this
+    """Whether the C kernel agreed with :func:`~pecourse.positions.rotary.rotate_pairs` here for this
     dtype, pairing and direction (:mod:`pecourse.kernels.verify`: probed once per process)."""
     return verify.trusted(
         "rope_cpu (C kernel)",
@@ -575,7 +437,7 @@ def _apply(x: Tensor, cos: Tensor, sin: Tensor, interleaved: bool, inverse: bool
         if torch.is_grad_enabled() and x.requires_grad:
             return _RotateFn.apply(x, cos, sin, interleaved, inverse)
         return _kernel(x, cos, sin, interleaved, inverse)
-    return rotate_reference(
+    return rotate_pairs(
         x, cos, sin, pairing="interleaved" if interleaved else "half", inverse=inverse
     )
 
@@ -588,47 +450,16 @@ def rotate(
     ``x`` is ``[..., seq, head_dim]`` (usually ``[batch, heads, seq, head_dim]``), any float
     dtype, any strides. ``cos``/``sin`` are ``[seq, rotary_dim // 2]`` (shared by the batch) or
     ``[batch, seq, rotary_dim // 2]`` (per-batch positions; a batch of 1 is shared): one value
-    per *pair*, from
-    :func:`cos_sin_tables`. Dimensions ``rotary_dim..head_dim-1`` are passed through (partial
+    per *pair*, from :func:`pecourse.positions.rotary.cos_sin`. Dimensions ``rotary_dim..head_dim-1`` are passed through (partial
     rotary, as in GPT-NeoX / Phi). ``pairing`` is ``"half"`` (``x_i`` with ``x_{i+R/2}``,
     transformers / NeoX) or ``"interleaved"`` (``x_{2i}`` with ``x_{2i+1}``, GPT-J / Meta).
     ``inverse=True`` rotates by ``-theta``.
 
     Returns a new contiguous tensor of ``x``'s shape and dtype; the products are formed in
     float32 (float64 for float64 inputs). Differentiable in ``x`` (and in ``cos``/``sin``
-    through the reference path). Refuses an odd ``head_dim``, tables that do not match ``x``'s
-    sequence length or batch, ``rotary_dim > head_dim``, and an unknown pairing.
+    through the reference path). Checks the tables against ``x`` (sequence length, batch,
+    ``rotary_dim <= head_dim``) and the pairing.
     """
     cos, sin = _shared_row(cos, sin)
     _check(x, cos, sin, pairing)
     return _apply(x, cos, sin, pairing == "interleaved", bool(inverse))
-
-
-def apply_rope(
-    x: Tensor,
-    positions: Tensor,
-    *,
-    inv_freq: Tensor | None = None,
-    base: float = 10000.0,
-    pairing: str = "half",
-    attention_factor: float = 1.0,
-    rotary_dim: int | None = None,
-) -> Tensor:
-    """:func:`pecourse.positions.rope.apply_rope`, the fast way: same arguments, same numbers.
-
-    The cos/sin table comes from the shared cache (built once for positions that recur:
-    every layer, every step at a fixed length) and the rotation from the C kernel (or the
-    PyTorch reference where the kernel is unavailable or disagreed with it here).
-    """
-    from ..positions import rope as _rope
-
-    return _rope.apply_rope(
-        x,
-        positions,
-        inv_freq=inv_freq,
-        base=base,
-        pairing=pairing,
-        attention_factor=attention_factor,
-        rotary_dim=rotary_dim,
-        impl="fast",
-    )

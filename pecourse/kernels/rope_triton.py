@@ -41,6 +41,8 @@ import torch
 from torch import Tensor
 
 from .._validate import check_choice, check_tensor
+from ..positions import rope as _rope
+from ..positions.rotary import PAIRINGS, compute_dtype, rotate_pairs
 from . import rope_cpu, verify
 
 __all__ = ["rope_qk", "apply_rope_qk", "backend", "HAS_TRITON", "INTERPRET"]
@@ -291,9 +293,7 @@ def _trusted(q: Tensor, k: Tensor, cos: Tensor, interleaved: bool, inverse: bool
         math = torch.float64 if q.dtype == torch.float64 else torch.float32
         c, s = ((f(angles * 6.3)).to(q.device, math) for f in (torch.cos, torch.sin))
         pairing = "interleaved" if interleaved else "half"
-        ref = tuple(
-            rope_cpu.rotate_reference(t, c, s, pairing=pairing, inverse=inverse) for t in (qp, kp)
-        )
+        ref = tuple(rotate_pairs(t, c, s, pairing=pairing, inverse=inverse) for t in (qp, kp))
         return _launch(qp, kp, c, s, interleaved, inverse), ref
 
     return verify.trusted(
@@ -412,11 +412,8 @@ def rope_qk(
     ``"half"`` or ``"interleaved"``; ``inverse=True`` rotates by ``-theta``.
 
     Returns new contiguous ``(q_rotated, k_rotated)``, differentiable in ``q`` and ``k``.
-    Refuses tensors that are not 4-D, a non-contiguous last dim, an odd head_dim,
-    mismatched ``cos``/``sin``, tables that do not fit ``q``, and q/k that disagree in
-    batch, seq, head_dim, dtype or device.
     """
-    check_choice("pairing", pairing, rope_cpu.PAIRINGS)
+    check_choice("pairing", pairing, PAIRINGS)
     if cos.ndim == 3 and cos.shape[0] == 1 and sin.shape[:1] == (1,):
         cos, sin = cos[0], sin[0]  # one row of positions shared by the batch
     _check(q, k, cos, sin)
@@ -440,8 +437,6 @@ def apply_rope_qk(
     the float64 angle table with :func:`pecourse.positions.rope.rope_cos_sin` and calls
     :func:`rope_qk`.
     """
-    from ..positions import rope as _rope
-
     dim = q.shape[-1] if q.ndim else 0
     rotary = dim if rotary_dim is None else rotary_dim
     if inv_freq is None:
@@ -450,6 +445,5 @@ def apply_rope_qk(
         raise ValueError(
             f"inv_freq must have rotary_dim // 2 = {rotary // 2} entries, got {inv_freq.shape[-1]}"
         )
-    math = torch.float64 if q.dtype == torch.float64 else torch.float32
-    cos, sin = _rope.rope_cos_sin(positions, inv_freq, attention_factor, dtype=math)
+    cos, sin = _rope.rope_cos_sin(positions, inv_freq, attention_factor, dtype=compute_dtype(q))
     return rope_qk(q, k, cos, sin, pairing=pairing)

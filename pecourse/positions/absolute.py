@@ -29,8 +29,9 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from .._validate import check_float, check_int, check_positions, check_tensor
+from .._validate import check_base, check_float, check_int, check_positions, check_tensor
 from ..attention import PositionScheme
+from .rotary import cos_sin
 
 __all__ = [
     "sinusoidal_frequencies",
@@ -56,11 +57,10 @@ def sinusoidal_frequencies(dim: int, base: float = 10000.0) -> Tensor:
 
     Vaswani et al. 2017 (arXiv:1706.03762), section 3.5: the wavelengths ``2π/ω_i`` form a
     geometric progression from ``2π`` up to (the paper rounds) ``2π·base``; the slowest is
-    exactly ``2π·base^{(dim-2)/dim}``. Returns float64 ``[dim // 2]``. Refuses an odd or
-    non-positive ``dim`` and a ``base`` ≤ 1 (a base of 1 makes every frequency equal to 1).
+    exactly ``2π·base^{(dim-2)/dim}``. Returns float64 ``[dim // 2]``.
     """
     dim = _check_dim("dim", dim)
-    base = check_float("base", base, minimum=1.0, strict_minimum=True)
+    base = check_base(base)
     two_i = torch.arange(0, dim, 2, dtype=torch.float64)  # 2i = 0, 2, ..., d-2
     return base ** (-two_i / dim)  # ω_i = base^(-2i/d)
 
@@ -73,14 +73,13 @@ def sinusoidal_encoding(
     Vaswani et al. 2017 (arXiv:1706.03762), section 3.5, in the paper's interleaved layout:
     column ``2i`` holds ``sin(t ω_i)`` and column ``2i+1`` holds ``cos(t ω_i)``. Positions may
     have any shape up to 7-D; they must be non-negative integers. Angles are taken in float64
-    and the result cast to ``dtype``. Refuses an odd ``dim``, a ``base`` ≤ 1, and float or
-    negative positions.
+    and the result cast to ``dtype``.
     """
     check_positions("positions", positions, ndim=tuple(range(0, 8)))
-    omega = sinusoidal_frequencies(dim, base).to(positions.device)
-    angle = positions.to(torch.float64)[..., None] * omega  # t·ω_i, [..., d/2]
+    # cos(t·ω_i), sin(t·ω_i) in float64: the same angle table RoPE rotates by.
+    cos, sin = cos_sin(positions, sinusoidal_frequencies(dim, base), dtype=torch.float64)
     # Stack (sin, cos) on a new last axis and flatten it: [s0, c0, s1, c1, ...].
-    pe = torch.stack((torch.sin(angle), torch.cos(angle)), dim=-1)
+    pe = torch.stack((sin, cos), dim=-1)
     return pe.flatten(-2).to(dtype)
 
 
@@ -92,7 +91,7 @@ def sinusoidal_table(
     Vaswani et al. 2017 (arXiv:1706.03762), section 3.5:
     ``PE[t, 2i] = sin(t / base^{2i/d})`` and ``PE[t, 2i+1] = cos(t / base^{2i/d})`` (even
     columns sine, odd columns cosine). Computes for any length: nothing is learned, so
-    nothing runs out. Refuses ``num_positions`` < 1, an odd ``dim`` and ``base`` ≤ 1.
+    nothing runs out.
     """
     num_positions = check_int("num_positions", num_positions, minimum=1)
     return sinusoidal_encoding(torch.arange(num_positions), dim, base, dtype=dtype)
@@ -113,12 +112,13 @@ def sinusoidal_shift_matrix(
         \begin{pmatrix}\sin tω \\ \cos tω\end{pmatrix},
 
     so ``M(Δ)`` is block-diagonal with one such 2×2 block per frequency, and does not
-    depend on ``t``. ``Δ`` may be any real number (negative shifts too). Refuses a
-    non-finite ``delta``, an odd ``dim`` and ``base`` ≤ 1.
+    depend on ``t``. ``Δ`` may be any real number (negative shifts too).
     """
     delta = check_float("delta", delta)
     omega = sinusoidal_frequencies(dim, base)
-    c, s = torch.cos(delta * omega), torch.sin(delta * omega)  # cos Δω_i, sin Δω_i
+    c, s = cos_sin(
+        torch.tensor(delta, dtype=torch.float64), omega, dtype=torch.float64
+    )  # cos Δω_i, sin Δω_i
     m = torch.zeros(dim, dim, dtype=torch.float64)
     even = torch.arange(0, dim, 2)
     m[even, even] = c  # sin' = cos(Δω)·sin + sin(Δω)·cos
@@ -154,12 +154,8 @@ class LearnedAbsolute(PositionScheme):
     and silently clipping or wrapping would hand the model a wrong position).
 
     :meth:`embed` takes ``hidden`` ``[batch, seq, d_model]`` and positions ``[seq]`` or
-    ``[batch, seq]`` and returns ``hidden``'s shape and dtype. Refuses negative and float
-    positions, positions whose length or batch does not match ``hidden``, and a ``hidden``
-    that is not 3-D float with last size ``d_model``. Place: the input.
+    ``[batch, seq]`` and returns ``hidden``'s shape and dtype.
     """
-
-    places = ("input",)
 
     def __init__(self, max_positions: int, d_model: int):
         super().__init__()
@@ -185,18 +181,17 @@ class Sinusoidal(PositionScheme):
     ``h_t ← h_t + PE(t)`` with ``PE`` from :func:`sinusoidal_encoding` (interleaved sin/cos).
     Nothing is learned and any length is computed on the fly. (The original model also
     multiplies the token embedding by ``√d_model`` before the sum, section 3.4; that belongs
-    to the embedding layer, not to the position scheme.) :meth:`embed` takes ``hidden``
+    to the embedding layer, which reads :attr:`scale_embeddings`.) :meth:`embed` takes ``hidden``
     ``[batch, seq, d_model]`` and positions ``[seq]`` or ``[batch, seq]`` and returns
-    ``hidden``'s shape and dtype. Refuses an odd ``d_model``, a ``base`` ≤ 1, float or
-    negative positions, and positions or ``hidden`` of mismatched shape. Place: the input.
+    ``hidden``'s shape and dtype.
     """
 
-    places = ("input",)
+    scale_embeddings = True  # section 3.4: the model multiplies token embeddings by √d_model
 
     def __init__(self, d_model: int, base: float = 10000.0):
         super().__init__()
         self.d_model = _check_dim("d_model", d_model)
-        self.base = check_float("base", base, minimum=1.0, strict_minimum=True)
+        self.base = check_base(base)
 
     def embed(self, hidden: Tensor, positions: Tensor) -> Tensor:
         """``hidden`` ``[batch, seq, d_model]`` + ``PE(positions)`` (``[seq]`` or ``[batch, seq]``)."""

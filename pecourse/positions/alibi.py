@@ -25,7 +25,7 @@ import torch
 from torch import Tensor
 
 from .._validate import check_int, check_positions, check_tensor
-from ..attention import PositionScheme
+from ..attention import PositionScheme, relative_offsets
 
 __all__ = ["slopes", "alibi_bias", "alibi_bias_from_positions", "ALiBi"]
 
@@ -52,8 +52,6 @@ def slopes(num_heads: int) -> Tensor:
     ``build_alibi_tensor``) uses the same rule. Each slope is the exact ``2^{-8k/n}`` rounded
     once to float32, which agrees with BLOOM's float32 arithmetic to a few ulps (relative
     difference below 3e-6).
-
-    Refuses a ``num_heads`` that is not an integer ≥ 1.
     """
     num_heads = check_int("num_heads", num_heads, minimum=1)
     low = 1 << (num_heads.bit_length() - 1)  # closest power of two <= num_heads
@@ -78,14 +76,19 @@ def alibi_bias_from_positions(
 
     Shapes: ``head_slopes`` ``[heads]``; positions ``[L]`` or ``[batch, L]``. Returns
     ``[heads, Lq, Lk]`` when both positions are 1-D, else ``[batch, heads, Lq, Lk]``
-    (float32). Refuses slopes that are not 1-D float and float or negative positions.
+    (float32).
     """
     head_slopes = check_tensor("head_slopes", head_slopes, ndim=1, floating=True)
     q_positions = check_positions("q_positions", q_positions)
     k_positions = check_positions("k_positions", k_positions)
+    return _alibi_bias(head_slopes, q_positions, k_positions, causal)
+
+
+def _alibi_bias(head_slopes: Tensor, q_positions: Tensor, k_positions: Tensor, causal: bool):
+    """:func:`alibi_bias_from_positions` without the checks (the scheme's hook)."""
     # j - i, in int64 so large positions stay exact; broadcasts over a batch axis.
     # (Negating the integer distance, not the slope, keeps the diagonal at +0, not -0.)
-    neg_distance = k_positions.long()[..., None, :] - q_positions.long()[..., :, None]
+    neg_distance = relative_offsets(q_positions, k_positions)
     if causal:
         neg_distance = neg_distance.clamp(max=0)  # -(i - j); keys after i are masked: 0
     else:
@@ -104,8 +107,7 @@ def alibi_bias(num_heads: int, query_len: int, key_len: int, *, causal: bool = T
     ``causal=False``: the symmetric ``-m_h |i - j|``. Positions follow
     :func:`pecourse.attention.attention`: keys sit at ``0..key_len-1``; with ``causal`` the
     queries are the *last* ``query_len`` positions (decoding with a cache), otherwise they
-    start at 0. Refuses ``num_heads``, ``query_len`` or ``key_len`` < 1, and (causal)
-    ``query_len > key_len``.
+    start at 0.
     """
     num_heads = check_int("num_heads", num_heads, minimum=1)
     query_len = check_int("query_len", query_len, minimum=1)
@@ -127,11 +129,8 @@ class ALiBi(PositionScheme):
     Press et al. 2022 (arXiv:2108.12409). :meth:`score_bias` returns
     :func:`alibi_bias_from_positions` for the query and key positions it is given (so a
     cache offset or custom position ids are honoured). ``causal=False`` gives the symmetric
-    ``-m|i-j|`` bias for bidirectional attention. Refuses a query tensor whose head count is
-    not ``num_heads``. Place: the scores. No parameters are learned.
+    ``-m|i-j|`` bias for bidirectional attention. No parameters are learned.
     """
-
-    places = ("scores",)
 
     def __init__(self, num_heads: int, *, causal: bool = True):
         super().__init__()
@@ -145,8 +144,8 @@ class ALiBi(PositionScheme):
             raise ValueError(
                 f"q has {q.shape[1]} heads but this ALiBi was built for num_heads={self.num_heads}"
             )
-        bias = alibi_bias_from_positions(
-            self.slopes, q_positions.to(q.device), k_positions.to(q.device), causal=self.causal
+        bias = _alibi_bias(
+            self.slopes, q_positions.to(q.device), k_positions.to(q.device), self.causal
         )
         return bias.to(q.dtype)
 

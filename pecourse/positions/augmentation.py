@@ -46,9 +46,7 @@ def randomized_positions(
     them in increasing order.
 
     Returns int64 ``[seq_len]``, or ``[batch, seq_len]`` with an independent draw per row
-    when ``batch`` is given. Refuses ``seq_len`` < 1, ``max_position < seq_len`` (there are
-    not enough distinct positions), ``batch`` < 1 and a ``generator`` that is not a
-    ``torch.Generator``.
+    when ``batch`` is given.
     """
     seq_len = check_int("seq_len", seq_len, minimum=1)
     max_position = check_int("max_position", max_position)
@@ -74,9 +72,6 @@ def pose_layout(chunk_lengths, skips) -> Tensor:
     Zhu et al. 2024 (arXiv:2309.10400), PoSE's chunked position ids: chunk ``c`` covers tokens
     ``s_c .. s_c + l_c - 1`` of the window (``s_c = l_0 + ... + l_{c-1}``) and gets ids
     ``s_c + u_c, ..., s_c + u_c + l_c - 1``. Returns int64 ``[sum(chunk_lengths)]``.
-
-    Refuses an empty list, a chunk length < 1, a ``skips`` list of another length, a first
-    skip other than 0, and decreasing skips (ids would then repeat or go backwards).
     """
     lengths = [check_int(f"chunk_lengths[{c}]", n, minimum=1) for c, n in enumerate(chunk_lengths)]
     if not lengths:
@@ -118,9 +113,7 @@ def pose_position_ids(
     that script draws the first chunk's length from ``1..⌈seq_len/2⌉`` only, where this
     function lets the cut fall anywhere in the window.
 
-    Returns int64 ``[seq_len]``. Refuses ``seq_len`` < 1, ``target_len < seq_len``,
-    ``num_chunks`` < 1 or > ``seq_len`` (a chunk would be empty) and a ``generator`` that
-    is not a ``torch.Generator``.
+    Returns int64 ``[seq_len]``.
     """
     seq_len = check_int("seq_len", seq_len, minimum=1)
     target_len = check_int("target_len", target_len)

@@ -76,8 +76,6 @@ def cope_gates(q: Tensor, k: Tensor, *, scale: float | None = None) -> Tensor:
 
     ``scale`` defaults to ``1/sqrt(d)``: the paper's reference code takes the sigmoid of the
     *scaled* attention logits; ``scale=1.0`` gives the paper's written gate literally.
-    Refuses non-4D or non-float tensors, mismatched batch/heads/head_dim, ``Lq > Lk``, and
-    a ``scale`` that is not > 0.
     """
     _check_qk(q, k)
     if scale is None:
@@ -99,9 +97,6 @@ def cope_positions(gates: Tensor, max_position: int) -> Tensor:
     -> float positions of the same shape in ``[0, max_position]``. Because gates after the
     query are zero, the sum from ``j`` to ``i`` is a *reverse* cumulative sum along the key
     axis. With every visible gate equal to 1, ``p_ij = i - j + 1``.
-
-    Refuses ``max_position < 1`` (interpolation needs two table rows), non-float gates and
-    gates with fewer than 2 dimensions.
     """
     check_tensor("gates", gates, floating=True)
     if gates.ndim < 2:
@@ -128,9 +123,7 @@ def cope_bias(
 
     Efficient form: ``z[n] = q_i·e[n]`` for integer ``n`` (one ``[Lq, d] x [d, p_max+1]``
     product), then ``z[p] = (p-⌊p⌋) z[⌈p⌉] + (1-p+⌊p⌋) z[⌊p⌋]`` — equal to ``q_i·e[p]`` by
-    linearity of the interpolation. ``scale`` is passed to :func:`cope_gates`. Refuses a
-    table that is not 2-D/3-D float or has fewer than 2 rows, a head_dim or head count that
-    does not match ``q``, and what :func:`cope_gates` refuses.
+    linearity of the interpolation. ``scale`` is passed to :func:`cope_gates`.
     """
     _check_qk(q, k)
     check_tensor("embeddings", embeddings, ndim=(2, 3), floating=True)
@@ -184,11 +177,9 @@ class CoPE(PositionScheme):
     ``causal=True`` (``requires_causal``). Padding needs no special care under a causal mask:
     a left-padded key only changes ``p_ij`` for keys ``j`` before it, which are padding too.
     :meth:`score_bias` returns ``[batch, heads, Lq, Lk]`` in ``q``'s dtype (see
-    :func:`cope_bias`). Refuses ``max_position < 1``, a non-positive ``head_dim``,
-    ``num_heads`` or ``gate_scale``, and what :func:`cope_bias` refuses.
+    :func:`cope_bias`).
     """
 
-    places = ("scores",)
     requires_causal = True
 
     def __init__(

@@ -19,9 +19,8 @@ own, independent set of rotation planes:
   is rotated by the temporal id, section 1 by the height id, section 2 by the width id. Text
   tokens get the same id on all three axes, so on text M-RoPE *is* 1D RoPE.
 
-Frequencies and angles follow the course's numerics: the angle table is computed in float64,
-its cos/sin taken there, the rotation done in float32 (float64 for float64 inputs) and cast
-back to the input dtype. The rotation itself is :mod:`pecourse.positions.rope`'s.
+The angle tables and the rotation are the rotary core's
+(:mod:`pecourse.positions.rotary`), with its numerics.
 """
 
 from __future__ import annotations
@@ -33,6 +32,7 @@ import torch
 from torch import Tensor
 
 from .._validate import (
+    check_base,
     check_choice,
     check_even,
     check_float,
@@ -41,8 +41,7 @@ from .._validate import (
     check_tensor,
 )
 from ..attention import PositionScheme
-from .rope import PAIRINGS, _compute_dtype, _rotate
-from .rope import inv_freq as rope_inv_freq
+from .rotary import PAIRINGS, compute_dtype, cos_sin, rope_frequencies, rotate_pairs
 
 __all__ = [
     "grid_positions",
@@ -73,8 +72,7 @@ def grid_positions(*sizes: int, device=None) -> Tensor:
     ``grid_positions(height, width)`` -> long ``[2, height*width]`` with row ``(r, c)`` for
     token ``r * width + c`` — the order in which a ViT flattens its patches;
     ``grid_positions(frames, height, width)`` -> ``[3, frames*height*width]`` (frame, row,
-    column), and so on for any number of axes. Feed it to :func:`apply_axial_rope`. Refuses
-    no sizes, or sizes that are not positive integers.
+    column), and so on for any number of axes. Feed it to :func:`apply_axial_rope`.
     """
     sizes = _check_sizes(sizes)
     axes = [torch.arange(s, device=device) for s in sizes]
@@ -87,8 +85,7 @@ def pixel_coordinates(*sizes: int, dtype=torch.float64, device=None) -> Tensor:
 
     Axis ``a`` of size ``n`` takes the values ``linspace(-1, 1, n)``, so an image's corners
     sit at ±1 whatever its resolution (rotary-embedding-torch's ``freqs_for="pixel"``, used
-    with :func:`pixel_inv_freq`). Returns ``[n_axes, prod(sizes)]`` in ``dtype``. Refuses
-    what :func:`grid_positions` refuses.
+    with :func:`pixel_inv_freq`). Returns ``[n_axes, prod(sizes)]`` in ``dtype``.
     """
     sizes = _check_sizes(sizes)
     axes = [torch.linspace(-1.0, 1.0, s, dtype=dtype, device=device) for s in sizes]
@@ -112,10 +109,9 @@ def axial_inv_freq(head_dim: int, n_axes: int, base: float = 10000.0) -> Tensor:
 
     Every axis uses the same ``[D/2]`` float64 frequencies (arXiv:2403.13298, RoPE-Axial;
     rotary-embedding-torch ``RotaryEmbedding(D, freqs_for="lang")``; Heo et al.'s code
-    uses ``base=100``). Returns float64 ``[D/2]``. Refuses a head_dim that does not split
-    into ``n_axes`` even chunks, ``n_axes`` < 1 and ``base <= 1``.
+    uses ``base=100``). Returns float64 ``[D/2]``.
     """
-    return rope_inv_freq(_axis_dim(head_dim, n_axes), base)
+    return rope_frequencies(_axis_dim(head_dim, n_axes), check_base(base))
 
 
 def pixel_inv_freq(axis_dim: int, max_freq: float = 10.0) -> Tensor:
@@ -124,8 +120,7 @@ def pixel_inv_freq(axis_dim: int, max_freq: float = 10.0) -> Tensor:
     ``axis_dim`` is ``D``, the size of one axis' chunk. Used with
     :func:`pixel_coordinates` in ``[-1, 1]``: the slowest pair turns by ±π across the image,
     the fastest by ``±π·max_freq/2`` (rotary-embedding-torch ``freqs_for="pixel"``, after
-    Perceiver's Fourier features, arXiv:2103.03206). Returns float64 ``[D/2]``. Refuses an
-    odd ``axis_dim`` and ``max_freq < 2``.
+    Perceiver's Fourier features, arXiv:2103.03206). Returns float64 ``[D/2]``.
     """
     axis_dim = check_even("axis_dim", axis_dim)
     max_freq = check_float("max_freq", max_freq, minimum=2.0)
@@ -148,11 +143,6 @@ def _check_batch_seq(name: str, shape, x: Tensor, what: str) -> None:
         )
 
 
-def _table(t: Tensor) -> Tensor:
-    """``[seq, r]`` -> ``[1, 1, seq, r]``; ``[batch, seq, r]`` -> ``[batch, 1, seq, r]``."""
-    return t[None, None] if t.ndim == 2 else t[:, None]
-
-
 def apply_axial_rope(
     x: Tensor,
     coords: Tensor,
@@ -171,10 +161,6 @@ def apply_axial_rope(
     :func:`axial_inv_freq`) or ``[n_axes, D/2]``. ``pairing`` applies *within* each chunk;
     the default ``"interleaved"`` is rotary-embedding-torch's layout, which this matches
     to float32 round-off. Returns ``x``'s shape and dtype.
-
-    Refuses: ``x`` not 4-D float, a head_dim not divisible into even chunks, coordinates
-    not ``[n_axes, (batch,) seq]`` matching ``x``, bool/complex or non-finite coordinates,
-    an ``inv_freq`` of the wrong shape, an unknown pairing.
     """
     _check_x(x)
     check_choice("pairing", pairing, PAIRINGS)
@@ -187,7 +173,7 @@ def apply_axial_rope(
         raise ValueError("coords must be finite")
     d_axis = _axis_dim(x.shape[-1], n_axes)
     if inv_freq is None:
-        inv_freq = rope_inv_freq(d_axis, base)
+        inv_freq = rope_frequencies(d_axis, check_base(base))
     check_tensor("inv_freq", inv_freq, ndim=(1, 2), floating=True)
     if inv_freq.ndim == 1:
         inv_freq = inv_freq.expand(n_axes, -1)
@@ -196,17 +182,12 @@ def apply_axial_rope(
             f"inv_freq must be [{d_axis // 2}] or [n_axes={n_axes}, {d_axis // 2}] (one "
             f"frequency per pair of a {d_axis}-dim chunk), got shape {tuple(inv_freq.shape)}"
         )
-    compute = _compute_dtype(x)
-    out = torch.empty_like(x)
-    for a in range(n_axes):
-        # c_a · θ_i in float64: coordinates and frequencies both exact to double precision.
-        angles = coords[a].to(device=x.device, dtype=torch.float64)[..., None] * inv_freq[a].to(
-            device=x.device, dtype=torch.float64
-        )
-        cos, sin = _table(torch.cos(angles).to(compute)), _table(torch.sin(angles).to(compute))
-        chunk = slice(a * d_axis, (a + 1) * d_axis)
-        out[..., chunk] = _rotate(x[..., chunk], cos, sin, pairing)
-    return out
+    chunks = []
+    for a in range(n_axes):  # chunk a turns by c_a · θ_i (angles in float64)
+        cos, sin = cos_sin(coords[a].to(x.device), inv_freq[a], dtype=compute_dtype(x))
+        chunk = x[..., a * d_axis : (a + 1) * d_axis]
+        chunks.append(rotate_pairs(chunk, cos, sin, pairing=pairing))
+    return torch.cat(chunks, dim=-1)
 
 
 class AxialRoPE(PositionScheme):
@@ -222,13 +203,8 @@ class AxialRoPE(PositionScheme):
     ``grid=(height, width)`` (or three sizes) is given, 1-D token indices ``[seq]`` are also
     accepted and unravelled in raster order (normalised to ``[-1, 1]`` for ``"pixel"``), so
     the default positions of :func:`pecourse.attention.attention` work for one image.
-    ``rotate`` returns q/k with their shapes and dtypes. Refuses a head_dim that does not
-    split into ``n_axes`` even chunks, an unknown ``pairing`` or ``freqs_for``, a grid with
-    the wrong number of axes or non-positive sizes, 1-D positions without a grid (or beyond
-    it), and coordinates not shaped ``[n_axes, (batch,) seq]``.
+    ``rotate`` returns q/k with their shapes and dtypes.
     """
-
-    places = ("qk",)
 
     def __init__(
         self,
@@ -247,7 +223,7 @@ class AxialRoPE(PositionScheme):
         self.pairing = check_choice("pairing", pairing, PAIRINGS)
         self.freqs_for = check_choice("freqs_for", freqs_for, ("lang", "pixel"))
         if freqs_for == "lang":
-            self.inv_freq = rope_inv_freq(self.axis_dim, base)
+            self.inv_freq = rope_frequencies(self.axis_dim, check_base(base))
         else:
             self.inv_freq = pixel_inv_freq(self.axis_dim, max_freq)
         self.grid = None
@@ -344,24 +320,15 @@ def mrope_cos_sin(
     (``torch.cat([m[i % 3] for i, m in enumerate(freqs.split(mrope_section, -1))])``),
     one column per pair (not duplicated). Returns ``(cos, sin)`` ``[batch, seq, d/2]`` in
     ``dtype``, angles computed in float64, both scaled by ``attention_factor``.
-
-    Refuses positions not ``[3, batch, seq]`` or not non-negative integers, an ``inv_freq``
-    that is not 1-D float, sections that are not three positive ints summing to ``d/2``,
-    and a negative ``attention_factor``.
     """
     positions = _check_mrope_positions(positions)
     check_tensor("inv_freq", inv_freq, ndim=1, floating=True)
     sections = _check_sections(mrope_section, inv_freq.shape[0])
     attention_factor = check_float("attention_factor", attention_factor, minimum=0.0)
-    # axis_of[i] = which of (t, h, w) drives frequency i: [0]*s0 + [1]*s1 + [2]*s2.
-    axis_of = torch.repeat_interleave(
-        torch.arange(3, device=positions.device), torch.tensor(sections, device=positions.device)
-    )
-    # pos_per_freq[b, s, i] = positions[axis_of[i], b, s]
-    pos_per_freq = positions.permute(1, 2, 0)[..., axis_of].to(torch.float64)
-    angles = pos_per_freq * inv_freq.to(device=positions.device, dtype=torch.float64)
-    cos = (torch.cos(angles) * attention_factor).to(dtype)
-    sin = (torch.sin(angles) * attention_factor).to(dtype)
+    # The tables of each axis, then section s of the frequencies taken from axis s.
+    tables = [cos_sin(positions[a], inv_freq, attention_factor, dtype=dtype) for a in range(3)]
+    cos = torch.cat([t[0].split(sections, -1)[a] for a, t in enumerate(tables)], -1)
+    sin = torch.cat([t[1].split(sections, -1)[a] for a, t in enumerate(tables)], -1)
     return cos, sin
 
 
@@ -382,10 +349,6 @@ def apply_mrope(
     tables of :func:`mrope_cos_sin` and RoPE's rotation; ``pairing="half"`` is Qwen2-VL's
     (transformers' ``rotate_half``), which this matches to float32 round-off. With all three
     rows of ``positions`` equal (text) it is exactly 1D RoPE. Returns ``x``'s shape and dtype.
-
-    Refuses what :func:`mrope_cos_sin` refuses, ``x`` not 4-D float, positions whose
-    batch/seq do not match ``x``, an odd head_dim, an ``inv_freq`` not of length
-    ``head_dim/2``, an unknown pairing.
     """
     _check_x(x)
     check_choice("pairing", pairing, PAIRINGS)
@@ -393,14 +356,14 @@ def apply_mrope(
     _check_batch_seq("positions", positions.shape[1:], x, "[3, batch, seq]")
     half = x.shape[-1] // 2
     if inv_freq is None:
-        inv_freq = rope_inv_freq(x.shape[-1], base, device=x.device)
+        inv_freq = rope_frequencies(x.shape[-1], check_base(base), device=x.device)
     check_tensor("inv_freq", inv_freq, ndim=1, floating=True)
     if inv_freq.shape[0] != half:
         raise ValueError(f"inv_freq must have head_dim/2 = {half} entries, got {inv_freq.shape[0]}")
     cos, sin = mrope_cos_sin(
-        positions, inv_freq, mrope_section, attention_factor, dtype=_compute_dtype(x)
+        positions, inv_freq, mrope_section, attention_factor, dtype=compute_dtype(x)
     )
-    return _rotate(x, cos[:, None], sin[:, None], pairing)
+    return rotate_pairs(x, cos, sin, pairing=pairing)
 
 
 def _check_segment(i: int, seg) -> int | tuple[int, int, int]:
@@ -432,8 +395,7 @@ def mrope_position_ids(segments, *, spatial_merge_size: int = 1, device=None) ->
       ``max(h, w)`` alone, which agrees whenever ``t <= max(h, w)``, i.e. for every image.)
 
     Returns a long tensor ``[3, 1, seq]`` ready for :func:`apply_mrope` (``torch.cat`` along
-    dim 1 for a batch). Refuses an empty list, a segment that is neither a positive int nor
-    three positive ints, and grid sides not divisible by ``spatial_merge_size``.
+    dim 1 for a batch).
     """
     merge = check_int("spatial_merge_size", spatial_merge_size, minimum=1)
     if isinstance(segments, (str, bytes)) or not isinstance(segments, Sequence) or not segments:
@@ -466,12 +428,8 @@ class MRoPE(PositionScheme):
     ``[3, batch, seq]`` (from :func:`mrope_position_ids`). 1-D ``[seq]`` or 2-D
     ``[batch, seq]`` positions are read as *text* and repeated on all three axes — what
     Qwen2-VL does for text-only input — so M-RoPE then equals 1D RoPE. ``rotate`` returns
-    q/k ``[batch, heads, seq, head_dim]`` with their dtypes. Refuses sections that do not
-    sum to ``head_dim/2`` (at construction), an odd head_dim, an unknown pairing, and what
-    :func:`apply_mrope` refuses.
+    q/k ``[batch, heads, seq, head_dim]`` with their dtypes.
     """
-
-    places = ("qk",)
 
     def __init__(
         self,
@@ -485,7 +443,7 @@ class MRoPE(PositionScheme):
         self.head_dim = check_even("head_dim", head_dim)
         self.mrope_section = _check_sections(mrope_section, self.head_dim // 2)
         self.pairing = check_choice("pairing", pairing, PAIRINGS)
-        self.inv_freq = rope_inv_freq(self.head_dim, base)
+        self.inv_freq = rope_frequencies(self.head_dim, check_base(base))
 
     @staticmethod
     def _as_3d(name: str, positions: Tensor) -> Tensor:

@@ -28,8 +28,9 @@ keys *after* the query (``causal=False``) the remap is mirrored: ``Δ' = -f(-Δ)
 **Design choice.** The pure functions :func:`rerope_scores`, :func:`leaky_rerope_scores`
 and :func:`self_extend_scores` return the merged logits ``q'·k'/√d``, ``[b, h, Lq, Lk]``.
 The schemes (:class:`ReRoPE`, :class:`LeakyReRoPE`, :class:`SelfExtend`) plug them into
-:func:`pecourse.attention.attention` without a special attention function: ``rotate`` is
-the identity, and ``score_bias`` returns ``merged - q·kᵀ/√d``, so that the logits
+:func:`pecourse.attention.attention` without a special attention function: they leave
+``rotate`` alone (so they use only the scores place), and ``score_bias`` returns
+``merged - q·kᵀ/√d``, so that the logits
 attention forms (``q·kᵀ/√d + bias``) are the merged ones (to float round-off of the
 plain logits). This keeps one attention function for the whole course, at the cost of one
 extra score matrix; a production kernel would fuse the two passes instead.
@@ -43,16 +44,16 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
-from .._validate import check_choice, check_float, check_int, check_positions, check_tensor
-from ..attention import PositionScheme
-from .rope import (
-    PAIRINGS,
-    _angle_cos_sin,
-    _apply_with_tables,
-    _check_inv_freq,
-    _compute_dtype,
+from .._validate import (
+    check_base,
+    check_choice,
+    check_float,
+    check_int,
+    check_positions,
+    check_tensor,
 )
-from .rope import inv_freq as _inv_freq
+from ..attention import PositionScheme, relative_offsets
+from .rotary import PAIRINGS, compute_dtype, cos_sin, rope_frequencies, rotate_pairs
 
 __all__ = [
     "METHODS",
@@ -96,8 +97,7 @@ def _check_method_args(method, window, ratio, group_size):
 
 
 def _offsets(q_positions: Tensor, k_positions: Tensor) -> Tensor:
-    # Δ = m - n: [Lq, Lk] or [b, Lq, Lk]
-    return q_positions[..., :, None] - k_positions[..., None, :]
+    return -relative_offsets(q_positions, k_positions)  # Δ = i - j, ReRoPE's convention
 
 
 def effective_offsets(
@@ -114,8 +114,7 @@ def effective_offsets(
     ``Δ' = Δ`` for ``|Δ| < w``; beyond the window ReRoPE gives ``±w``, leaky ReRoPE
     ``±(w + (|Δ| - w)/ratio)``, Self-Extend ``⌊m/G⌋ - ⌊n/G⌋ ± (w - ⌊w/G⌋)``. This is what the
     merged scores of :func:`rerope_scores` and friends realise; plot it to see the remap.
-    Positions are integer ``[L]`` or ``[batch, L]``. Refuses an unknown ``method``,
-    ``window < 1``, ``ratio < 1``, ``group_size < 1``, and float or negative positions.
+    Positions are integer ``[L]`` or ``[batch, L]``.
     """
     window, ratio, group_size = _check_method_args(method, window, ratio, group_size)
     q_positions = check_positions("q_positions", q_positions)
@@ -172,16 +171,20 @@ def _merged_logits(
                 f"{name} must be [{length}] or [batch={b}, {length}], got {tuple(pos.shape)}"
             )
     if inv_freq is None:
-        inv_freq = _inv_freq(d, base, device=q.device)
-    _check_inv_freq(inv_freq, d)
+        inv_freq = rope_frequencies(d, check_base(base), device=q.device)
+    check_tensor("inv_freq", inv_freq, ndim=1, floating=True)
+    if inv_freq.shape[0] != d // 2:
+        raise ValueError(
+            f"inv_freq must have head_dim // 2 = {d // 2} entries, got {inv_freq.shape[0]}"
+        )
     k = _expand_kv(k, h)
-    # bf16/fp16 inputs are rotated and multiplied in float32 (see DESIGN.md).
-    q, k = q.to(_compute_dtype(q)), k.to(_compute_dtype(q))
+    # bf16/fp16 inputs are rotated and multiplied in float32 (docs/architecture.md).
+    q, k = q.to(compute_dtype(q)), k.to(compute_dtype(q))
 
     def rotated_scores(q_pos: Tensor, k_pos: Tensor) -> Tensor:
-        # RoPE at (possibly fractional) positions: angles in float64, as in apply_rope.
-        qr = _apply_with_tables(q, *_angle_cos_sin(q_pos, inv_freq, 1.0, q.dtype), pairing, d)
-        kr = _apply_with_tables(k, *_angle_cos_sin(k_pos, inv_freq, 1.0, k.dtype), pairing, d)
+        # RoPE at (possibly fractional) positions, with the rotary core's float64 angles.
+        qr = rotate_pairs(q, *cos_sin(q_pos, inv_freq, dtype=q.dtype), pairing=pairing)
+        kr = rotate_pairs(k, *cos_sin(k_pos, inv_freq, dtype=k.dtype), pairing=pairing)
         return qr @ kr.transpose(-1, -2)
 
     delta = _offsets(q_positions, k_positions)
@@ -214,9 +217,7 @@ def rerope_scores(
 
     ``q`` ``[b, h, Lq, d]``, ``k`` ``[b, h_kv, Lk, d]`` (unrotated), positions integer
     ``[L]`` or ``[b, L]``. Returns ``q'·k'/√d`` ``[b, h, Lq, Lk]`` in ``q``'s dtype, before
-    any mask. Refuses ``window < 1``, a ``k`` whose batch or head size differs from ``q``'s
-    or whose head count does not divide ``h``, and what
-    :func:`pecourse.positions.rope.apply_rope` refuses.
+    any mask.
     """
     return _merged_scores(
         q, k, q_positions, k_positions, "rerope", window, None, None, base, pairing, inv_freq
@@ -239,8 +240,7 @@ def leaky_rerope_scores(
     ``1/ratio``, ``Δ' = w + (Δ - w)/ratio`` — fractional positions, which is why the angle
     table takes float positions internally.
 
-    Shapes as :func:`rerope_scores`. Refuses ``ratio < 1`` (that would *stretch* far
-    offsets), ``window < 1``, and what :func:`rerope_scores` refuses.
+    Shapes as :func:`rerope_scores`.
     """
     return _merged_scores(
         q, k, q_positions, k_positions, "leaky_rerope", window, ratio, None, base, pairing, inv_freq
@@ -265,8 +265,7 @@ def self_extend_scores(
     position ``⌊n/G⌋`` and query position ``⌊m/G⌋ + window - ⌊window/G⌋``. The largest
     offset over ``L`` tokens becomes about ``L/G + window``, so a model trained on ``L₀``
     reads up to ``G·(L₀ - window) + window`` tokens (the authors' rule for choosing ``G``).
-    Shapes as :func:`rerope_scores`. Refuses ``group_size < 1``, ``window < 1``, and what
-    :func:`rerope_scores` refuses.
+    Shapes as :func:`rerope_scores`.
     """
     return _merged_scores(
         q,
@@ -284,9 +283,8 @@ def self_extend_scores(
 
 
 class _RemappedRoPE(PositionScheme):
-    """Shared body of the three schemes: identity ``rotate``, merged logits as a bias."""
+    """Shared body of the three schemes: no ``rotate``, the merged logits as a bias."""
 
-    places = ("qk", "scores")
     method = ""
 
     def __init__(self, window, *, ratio=None, group_size=None, base=10000.0, pairing="half"):
@@ -294,7 +292,7 @@ class _RemappedRoPE(PositionScheme):
         self.window, self.ratio, self.group_size = _check_method_args(
             self.method, window, ratio, group_size
         )
-        self.base = check_float("base", base, minimum=1.0, strict_minimum=True)
+        self.base = check_base(base)
         self.pairing = check_choice("pairing", pairing, PAIRINGS)
 
     def score_bias(self, q: Tensor, k: Tensor, q_positions: Tensor, k_positions: Tensor) -> Tensor:
@@ -326,7 +324,8 @@ class _RemappedRoPE(PositionScheme):
 
 class ReRoPE(_RemappedRoPE):
     """ReRoPE as a scheme: ``ReRoPE(window, base=10000.0, pairing="half")``; see
-    :func:`rerope_scores`. Refuses ``window < 1``, ``base`` ≤ 1 and an unknown pairing."""
+    :func:`rerope_scores`.
+    """
 
     method = "rerope"
 
@@ -336,7 +335,8 @@ class ReRoPE(_RemappedRoPE):
 
 class LeakyReRoPE(_RemappedRoPE):
     """Leaky ReRoPE as a scheme: ``LeakyReRoPE(window, ratio, base=10000.0, pairing="half")``;
-    see :func:`leaky_rerope_scores`. Refuses ``ratio < 1`` and what :class:`ReRoPE` refuses."""
+    see :func:`leaky_rerope_scores`.
+    """
 
     method = "leaky_rerope"
 
@@ -346,8 +346,8 @@ class LeakyReRoPE(_RemappedRoPE):
 
 class SelfExtend(_RemappedRoPE):
     """Self-Extend as a scheme (arXiv:2401.01325): ``SelfExtend(window, group_size,
-    base=10000.0, pairing="half")``; see :func:`self_extend_scores`. Refuses
-    ``group_size < 1`` and what :class:`ReRoPE` refuses."""
+    base=10000.0, pairing="half")``; see :func:`self_extend_scores`.
+    """
 
     method = "self_extend"
 

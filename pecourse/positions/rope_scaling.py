@@ -32,8 +32,8 @@ from collections.abc import Callable, Sequence
 import torch
 from torch import Tensor
 
-from .._validate import check_even, check_float, check_int
-from .rope import inv_freq as _inv_freq
+from .._validate import check_base, check_even, check_float, check_int
+from .rotary import rope_frequencies
 
 __all__ = [
     "SCALINGS",
@@ -51,7 +51,7 @@ __all__ = [
 
 def _check_common(head_dim, base) -> tuple[int, float]:
     head_dim = check_even("head_dim", head_dim)
-    base = check_float("base", base, minimum=1.0, strict_minimum=True)
+    base = check_base(base)
     return head_dim, base
 
 
@@ -81,10 +81,10 @@ def _check_ntk_dim(head_dim: int) -> None:
 def default(head_dim: int, base: float = 10000.0) -> tuple[Tensor, float]:
     r"""Unscaled RoPE: ``θ_i = b^{-2i/d}`` (arXiv:2104.09864, eq. 15); attention factor 1.
 
-    Returns ``(float64 [head_dim // 2], 1.0)``. Refuses an odd ``head_dim`` and ``base`` ≤ 1.
+    Returns ``(float64 [head_dim // 2], 1.0)``.
     """
     head_dim, base = _check_common(head_dim, base)
-    return _inv_freq(head_dim, base), 1.0
+    return rope_frequencies(head_dim, base), 1.0
 
 
 def linear(head_dim: int, base: float = 10000.0, *, factor: float) -> tuple[Tensor, float]:
@@ -92,12 +92,11 @@ def linear(head_dim: int, base: float = 10000.0, *, factor: float) -> tuple[Tens
 
     Dividing every frequency by ``s`` is the same as feeding positions ``m / s``: the
     ``sL`` new positions are squeezed into the trained range ``[0, L)``. Returns
-    ``(float64 [head_dim // 2], 1.0)``. Refuses ``factor`` < 1, an odd ``head_dim`` and
-    ``base`` ≤ 1.
+    ``(float64 [head_dim // 2], 1.0)``.
     """
     head_dim, base = _check_common(head_dim, base)
     factor = _check_factor(factor)
-    return _inv_freq(head_dim, base) / factor, 1.0  # θ_i / s
+    return rope_frequencies(head_dim, base) / factor, 1.0  # θ_i / s
 
 
 def ntk(head_dim: int, base: float = 10000.0, *, factor: float) -> tuple[Tensor, float]:
@@ -106,13 +105,12 @@ def ntk(head_dim: int, base: float = 10000.0, *, factor: float) -> tuple[Tensor,
     Changes the base, ``b' = b · s^{d/(d-2)}``, so that ``θ_i' = θ_i · s^{-2i/(d-2)}``: the
     highest frequency (``i = 0``) is unchanged and the lowest (``i = d/2 - 1``) is divided by
     exactly ``s`` — interpolation for the slow dimensions, extrapolation for the fast.
-    Returns ``(float64 [head_dim // 2], 1.0)``. Refuses ``head_dim < 4`` (or odd),
-    ``factor`` < 1 and ``base`` ≤ 1.
+    Returns ``(float64 [head_dim // 2], 1.0)``.
     """
     head_dim, base = _check_common(head_dim, base)
     factor = _check_factor(factor)
     _check_ntk_dim(head_dim)
-    return _inv_freq(head_dim, _ntk_base(base, factor, head_dim)), 1.0
+    return rope_frequencies(head_dim, _ntk_base(base, factor, head_dim)), 1.0
 
 
 def ntk_by_parts(
@@ -136,8 +134,6 @@ def ntk_by_parts(
 
     This is the paper's ramp, linear in ``r``; :func:`yarn` uses transformers' (and the
     YaRN code's) ramp, linear in the pair index. Returns ``(float64 [head_dim // 2], 1.0)``.
-    Refuses ``alpha >= beta``, negative ``alpha``/``beta``, ``factor`` < 1,
-    ``original_max_position`` < 1, an odd ``head_dim`` and ``base`` ≤ 1.
     """
     head_dim, base = _check_common(head_dim, base)
     factor = _check_factor(factor)
@@ -146,7 +142,7 @@ def ntk_by_parts(
     beta = check_float("beta", beta, minimum=0.0)
     if alpha >= beta:
         raise ValueError(f"alpha must be < beta, got alpha={alpha}, beta={beta}")
-    theta = _inv_freq(head_dim, base)
+    theta = rope_frequencies(head_dim, base)
     r = original * theta / (2 * math.pi)  # r = L/λ, λ = 2π/θ
     gamma = ((r - alpha) / (beta - alpha)).clamp(0.0, 1.0)  # γ(r) = (r - α)/(β - α), clamped
     return (1 - gamma) * theta / factor + gamma * theta, 1.0  # θ' = (1-γ)θ/s + γθ
@@ -188,9 +184,7 @@ def yarn(
     and transformers. Attention factor, unless given: ``√(1/t) = 0.1·ln s + 1``; with both
     ``mscale`` and ``mscale_all_dim`` set (DeepSeek-V2/V3) it is
     ``yarn_mscale(s, mscale) / yarn_mscale(s, mscale_all_dim)``. Returns
-    ``(float64 [head_dim // 2], attention_factor)``. Refuses ``beta_fast <= beta_slow``,
-    non-positive betas, a negative ``attention_factor``, ``factor`` < 1,
-    ``original_max_position`` < 1, an odd ``head_dim`` and ``base`` ≤ 1.
+    ``(float64 [head_dim // 2], attention_factor)``.
     """
     head_dim, base = _check_common(head_dim, base)
     factor = _check_factor(factor)
@@ -220,7 +214,7 @@ def yarn(
         high += 0.001  # a ramp of zero width would divide by zero
     index = torch.arange(head_dim // 2, dtype=torch.float64)
     ramp = ((index - low) / (high - low)).clamp(0.0, 1.0)  # 0 for fast pairs, 1 for slow
-    theta = _inv_freq(head_dim, base)
+    theta = rope_frequencies(head_dim, base)
     # θ' = θ/s · ramp + θ · (1 - ramp): interpolate slow pairs, extrapolate fast ones
     return theta / factor * ramp + theta * (1 - ramp), attention_factor
 
@@ -240,9 +234,7 @@ def dynamic(
     (transformers' formula: the effective factor ``s·l/L - (s - 1)`` is 1 at ``l = L`` and
     grows linearly with ``l``). Call again whenever ``seq_len`` changes; a cache keyed on
     the longest length seen keeps the stretched frequencies for short inputs and is the
-    "stale dynamic-NTK cache" pitfall. Returns ``(float64 [head_dim // 2], 1.0)``. Refuses
-    ``head_dim < 4`` (or odd), ``seq_len < 1``, ``original_max_position`` < 1, ``factor`` < 1
-    and ``base`` ≤ 1.
+    "stale dynamic-NTK cache" pitfall. Returns ``(float64 [head_dim // 2], 1.0)``.
     """
     head_dim, base = _check_common(head_dim, base)
     factor = _check_factor(factor)
@@ -252,7 +244,7 @@ def dynamic(
     length = max(seq_len, original)  # below L, nothing changes
     # NTK-aware with the effective factor s·l/L - (s - 1), which is 1 at l = L.
     effective = factor * length / original - (factor - 1)
-    return _inv_freq(head_dim, _ntk_base(base, effective, head_dim)), 1.0
+    return rope_frequencies(head_dim, _ntk_base(base, effective, head_dim)), 1.0
 
 
 def llama3(
@@ -274,9 +266,7 @@ def llama3(
     ``g = (L/λ - low_freq_factor)/(high_freq_factor - low_freq_factor)``.
     (Llama 3.1 uses ``base=500000``, ``factor=8``, ``L=8192`` and the default low/high
     factors 1 and 4; Llama 3.2 1B/3B use ``factor=32``.) Returns
-    ``(float64 [head_dim // 2], 1.0)``. Refuses ``low_freq_factor >= high_freq_factor``,
-    non-positive low/high factors, ``factor`` < 1, ``original_max_position`` < 1, an odd
-    ``head_dim`` and ``base`` ≤ 1.
+    ``(float64 [head_dim // 2], 1.0)``.
     """
     head_dim, base = _check_common(head_dim, base)
     factor = _check_factor(factor)
@@ -288,7 +278,7 @@ def llama3(
             f"low_freq_factor must be < high_freq_factor, got {low_freq_factor} and "
             f"{high_freq_factor}"
         )
-    theta = _inv_freq(head_dim, base)
+    theta = rope_frequencies(head_dim, base)
     wavelen = 2 * math.pi / theta  # λ = 2π/θ
     g = (original / wavelen - low) / (high - low)  # smooth factor, L/λ mapped onto [0, 1]
     blended = (1 - g) * theta / factor + g * theta
@@ -330,10 +320,7 @@ def longrope(
     ``long_factor`` list when ``seq_len > original_max_position`` and ``short_factor``
     otherwise (or when ``seq_len`` is None). The attention factor defaults to
     ``√(1 + ln s / ln L)`` with ``s = max_position / original_max_position`` (transformers'
-    formula for Phi-3). Returns ``(float64 [head_dim // 2], attention_factor)``. Refuses
-    factor lists that are not ``head_dim // 2`` positive numbers,
-    ``max_position < original_max_position``, lengths < 1, a negative
-    ``attention_factor``, an odd ``head_dim`` and ``base`` ≤ 1.
+    formula for Phi-3). Returns ``(float64 [head_dim // 2], attention_factor)``.
     """
     head_dim, base = _check_common(head_dim, base)
     original = check_int("original_max_position", original_max_position, minimum=1)
@@ -353,7 +340,7 @@ def longrope(
         )
     attention_factor = check_float("attention_factor", attention_factor, minimum=0.0)
     ext = long if seq_len is not None and seq_len > original else short
-    return _inv_freq(head_dim, base) / ext, attention_factor  # θ_i / λ_i
+    return rope_frequencies(head_dim, base) / ext, attention_factor  # θ_i / λ_i
 
 
 #: name -> scaling function; every one returns ``(inv_freq float64 [d/2], attention_factor)``.

@@ -32,18 +32,17 @@ import math
 import torch
 from torch import Tensor
 
-from .._validate import check_choice, check_even, check_float, check_int, check_positions
-from ..attention import PositionScheme
-from .rope import (
-    PAIRINGS,
-    _angle_cos_sin,
-    _apply_with_tables,
-    _check_head_dim,
-    _check_inv_freq,
-    _check_rope_args,
-    _compute_dtype,
+from .._validate import (
+    check_base,
+    check_choice,
+    check_even,
+    check_float,
+    check_int,
+    check_positions,
 )
-from .rope import inv_freq as _inv_freq
+from ..attention import PositionScheme
+from .rope import check_head_dim, check_rope_args
+from .rotary import PAIRINGS, REFERENCE, Rotary, compute_dtype
 
 __all__ = ["xpos_zeta", "xpos_scale", "apply_xpos", "XPos"]
 
@@ -51,8 +50,7 @@ __all__ = ["xpos_zeta", "xpos_scale", "apply_xpos", "XPos"]
 def xpos_zeta(head_dim: int, gamma: float = 0.4) -> Tensor:
     r"""Per-pair decay bases ``ζ_i = (2i/d + γ)/(1 + γ)`` (xPos, arXiv:2212.10554).
 
-    Returns float64 ``[head_dim // 2]``, increasing from ``γ/(1+γ)`` towards 1. Refuses an
-    odd ``head_dim`` and a ``gamma`` that is not > 0.
+    Returns float64 ``[head_dim // 2]``, increasing from ``γ/(1+γ)`` towards 1.
     """
     head_dim = check_even("head_dim", head_dim)
     gamma = check_float("gamma", gamma, minimum=0.0, strict_minimum=True)
@@ -71,9 +69,7 @@ def xpos_scale(
     r"""The query scale ``ζ_i^{(n - c)/B}`` for every position ``n`` and pair ``i``.
 
     ``positions`` ``[seq]`` or ``[batch, seq]`` -> float64 ``[..., seq, head_dim // 2]``; the
-    key scale is its reciprocal. Refuses a non-positive ``scale_base``, a non-integer
-    ``center``, an odd ``head_dim``, a ``gamma`` that is not > 0, and positions that are not
-    non-negative integers.
+    key scale is its reciprocal.
     """
     positions = check_positions("positions", positions)
     scale_base = check_float("scale_base", scale_base, minimum=0.0, strict_minimum=True)
@@ -120,6 +116,7 @@ def apply_xpos(
     scale_base: float = 512.0,
     center: int | None = None,
     inv_freq: Tensor | None = None,
+    backend: Rotary = REFERENCE,
 ) -> tuple[Tensor, Tensor]:
     r"""Rotate and scale queries and keys with xPos (arXiv:2212.10554).
 
@@ -131,47 +128,39 @@ def apply_xpos(
 
     ``center`` ``c`` defaults to the middle of all positions; it does not change any score.
     The scaled cos/sin tables are built in float64 and cast once. Returns ``(q', k')`` with
-    the shapes and dtypes of ``q`` and ``k``. Refuses everything
-    :func:`pecourse.positions.rope.apply_rope` refuses, q and k of different head sizes, a
-    non-positive ``scale_base`` or ``gamma``, and position spans whose scales overflow the
-    input dtype. Causality is the caller's job (see :class:`XPos`).
+    the shapes and dtypes of ``q`` and ``k``. Checks what
+    :func:`pecourse.positions.rope.apply_rope` checks, and refuses position spans whose
+    scales overflow the input dtype. Causality is the caller's job (see :class:`XPos`).
     """
-    q_positions, d_q = _check_rope_args(q, q_positions, pairing, None)
-    k_positions, d_k = _check_rope_args(k, k_positions, pairing, None)
+    q_positions, d_q, inv_freq = check_rope_args(q, q_positions, pairing, None, inv_freq, base)
+    k_positions, d_k, _ = check_rope_args(k, k_positions, pairing, None, None, base)
     if d_q != d_k:
         raise ValueError(f"q and k must have the same head_dim, got {d_q} and {d_k}")
-    if inv_freq is None:
-        inv_freq = _inv_freq(d_q, base, device=q.device)
-    _check_inv_freq(inv_freq, d_q)
     scale_base = check_float("scale_base", scale_base, minimum=0.0, strict_minimum=True)
     center = _midpoint(q_positions, k_positions) if center is None else check_int("center", center)
     zeta0 = float(xpos_zeta(d_q, gamma)[0])
     _check_range("q_positions", q_positions, center, zeta0, scale_base, q.dtype)
     _check_range("k_positions", k_positions, center, zeta0, scale_base, k.dtype)
 
-    tables = []
+    out = []
     for x, pos, sign in ((q, q_positions, 1.0), (k, k_positions, -1.0)):
-        cos, sin = _angle_cos_sin(pos, inv_freq, 1.0, torch.float64)
+        cos, sin = backend.cos_sin(pos, inv_freq, 1.0, dtype=torch.float64)
         scale = xpos_scale(pos, d_q, gamma=gamma, scale_base=scale_base, center=center) ** sign
-        dtype = _compute_dtype(x)
-        tables.append(((cos * scale).to(dtype), (sin * scale).to(dtype)))  # ζ^{±(n-c)/B}·cos, sin
-    q_out = _apply_with_tables(q, *tables[0], pairing, d_q)
-    k_out = _apply_with_tables(k, *tables[1], pairing, d_q)
-    return q_out, k_out
+        dtype = compute_dtype(x)
+        cos, sin = (cos * scale).to(dtype), (sin * scale).to(dtype)  # ζ^{±(n-c)/B}·cos, ·sin
+        out.append(backend.rotate_pairs(x, cos, sin, pairing=pairing))
+    return out[0], out[1]
 
 
 class XPos(PositionScheme):
     """xPos as a positional scheme (arXiv:2212.10554): ``rotate`` applies :func:`apply_xpos`.
 
-    ``XPos(head_dim, base=10000.0, pairing="half", gamma=0.4, scale_base=512.0)``.
-    ``requires_causal`` is True: :func:`pecourse.attention.attention` refuses it with
-    ``causal=False``, because a key after its query would be scaled up without bound.
-    ``rotate`` takes and returns q/k ``[batch, heads, L, head_dim]``. Refuses an odd
-    ``head_dim``, ``base`` ≤ 1, an unknown ``pairing``, non-positive ``gamma`` or
-    ``scale_base``, q/k of another head size, and what :func:`apply_xpos` refuses.
+    ``XPos(head_dim, base=10000.0, pairing="half", gamma=0.4, scale_base=512.0,
+    backend=REFERENCE)``. ``requires_causal`` is True: :func:`pecourse.attention.attention`
+    refuses it with ``causal=False``, because a key after its query would be scaled up
+    without bound. ``rotate`` takes and returns q/k ``[batch, heads, L, head_dim]``.
     """
 
-    places = ("qk",)
     requires_causal = True
 
     def __init__(
@@ -182,18 +171,20 @@ class XPos(PositionScheme):
         pairing: str = "half",
         gamma: float = 0.4,
         scale_base: float = 512.0,
+        backend: Rotary = REFERENCE,
     ):
         super().__init__()
         self.head_dim = check_even("head_dim", head_dim)
-        self.base = check_float("base", base, minimum=1.0, strict_minimum=True)
+        self.base = check_base(base)
         self.pairing = check_choice("pairing", pairing, PAIRINGS)
         self.gamma = check_float("gamma", gamma, minimum=0.0, strict_minimum=True)
         self.scale_base = check_float("scale_base", scale_base, minimum=0.0, strict_minimum=True)
+        self.backend = backend
 
     def rotate(
         self, q: Tensor, k: Tensor, q_positions: Tensor, k_positions: Tensor
     ) -> tuple[Tensor, Tensor]:
-        _check_head_dim(self, q, k)
+        check_head_dim(self, q, k)
         return apply_xpos(
             q,
             k,
@@ -203,6 +194,7 @@ class XPos(PositionScheme):
             pairing=self.pairing,
             gamma=self.gamma,
             scale_base=self.scale_base,
+            backend=self.backend,
         )
 
     def extra_repr(self) -> str:

@@ -11,6 +11,7 @@ import torch
 
 from pecourse.kernels import rope_cpu
 from pecourse.positions.rope import apply_rope, inv_freq, rope_cos_sin
+from pecourse.positions.rotary import rotate_pairs
 
 from .conftest import COMPILE_BACKEND
 
@@ -44,10 +45,10 @@ def test_equals_reference_bit_for_bit(dtype, pairing, rotary, batched):
     cos, sin = _tables(positions, rotary, dtype)
     fast = rope_cpu.rotate(x, cos, sin, pairing=pairing)
     # The package's readable implementation (the same float32 products, rounded once).
-    ref = apply_rope(x, positions, pairing=pairing, rotary_dim=rotary, impl="reference")
+    ref = apply_rope(x, positions, pairing=pairing, rotary_dim=rotary)
     assert fast.dtype == dtype and fast.shape == x.shape
     assert torch.equal(fast, ref)
-    assert torch.equal(fast, rope_cpu.rotate_reference(x, cos, sin, pairing=pairing))
+    assert torch.equal(fast, rotate_pairs(x, cos, sin, pairing=pairing))
 
 
 def test_matches_transformers_apply_rotary_pos_emb():
@@ -64,15 +65,15 @@ def test_any_strides_and_leading_dims():
     base = _randn(2, 7, 3, 16)  # [batch, seq, heads, dim] -> a transposed view
     x = base.transpose(1, 2)
     cos, sin = _tables(torch.arange(7), 16, torch.float32)
-    ref = rope_cpu.rotate_reference(x, cos, sin)
+    ref = rotate_pairs(x, cos, sin)
     assert torch.equal(rope_cpu.rotate(x, cos, sin), ref)
     # non-contiguous last dim, 3-D and 5-D inputs all give the reference
     xs = _randn(2, 3, 7, 32)[..., ::2]
-    assert torch.equal(rope_cpu.rotate(xs, cos, sin), rope_cpu.rotate_reference(xs, cos, sin))
+    assert torch.equal(rope_cpu.rotate(xs, cos, sin), rotate_pairs(xs, cos, sin))
     x3 = _randn(5, 7, 16)
-    assert torch.equal(rope_cpu.rotate(x3, cos, sin), rope_cpu.rotate_reference(x3, cos, sin))
+    assert torch.equal(rope_cpu.rotate(x3, cos, sin), rotate_pairs(x3, cos, sin))
     x5 = _randn(2, 2, 3, 7, 16)
-    assert torch.equal(rope_cpu.rotate(x5, cos, sin), rope_cpu.rotate_reference(x5, cos, sin))
+    assert torch.equal(rope_cpu.rotate(x5, cos, sin), rotate_pairs(x5, cos, sin))
 
 
 def test_inverse_undoes_the_rotation():
@@ -114,7 +115,7 @@ def test_grad_is_the_inverse_rotation(dtype):
     cos, sin = _tables(torch.arange(5), 16, dtype)
     rope_cpu.rotate(x, cos, sin).backward(g)
     x2 = x.detach().clone().requires_grad_()
-    rope_cpu.rotate_reference(x2, cos, sin).backward(g)
+    rotate_pairs(x2, cos, sin).backward(g)
     assert torch.equal(x.grad, x2.grad)
 
 
@@ -153,16 +154,31 @@ def test_fallback_without_the_c_kernel():
     """A fresh process with the kernel disabled falls back cleanly to the reference."""
     code = (
         "import torch; from pecourse.kernels import rope_cpu as r;"
+        "from pecourse.positions.rotary import rotate_pairs;"
         "x = torch.randn(1, 2, 3, 8); c, s = torch.rand(3, 4), torch.rand(3, 4);"
         "assert r.backend() == 'torch', r.backend();"
         "assert 'PECOURSE_NO_CKERNEL' in r.build_error();"
-        "assert torch.equal(r.rotate(x, c, s), r.rotate_reference(x, c, s)); print('ok')"
+        "assert torch.equal(r.rotate(x, c, s), rotate_pairs(x, c, s)); print('ok')"
     )
     env = {"PECOURSE_NO_CKERNEL": "1", "PATH": "/usr/bin:/bin"}
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120
     )
     assert out.returncode == 0 and "ok" in out.stdout, out.stderr
+
+
+def test_the_c_source_ships_as_package_data():
+    """The kernel's source is a .c file beside the module, found through importlib.resources
+    (so it is there in an installed wheel too), and the build cache is keyed by its text."""
+    import re
+    from importlib import resources
+    from pathlib import Path
+
+    pyproject = (Path(__file__).resolve().parents[2] / "pyproject.toml").read_text()
+    patterns = re.search(r"\[tool\.setuptools\.package-data\]\npecourse = \[(.*)\]", pyproject)
+    assert '"kernels/*.c"' in patterns.group(1), patterns.group(0)
+    source = resources.files("pecourse.kernels").joinpath("rope_cpu.c").read_text()
+    assert "DEFINE_ROPE(rope_f32" in source and source == rope_cpu._c_source()
 
 
 @pytest.mark.parametrize(

@@ -48,7 +48,7 @@ def test_equals_reference_gqa_offset_partial(dtype, pairing):
     positions = torch.tensor([[3, 4, 5, 6, 7], [1000, 1001, 1002, 1003, 1004]])
     cos, sin = _tables(positions, 10, dtype)
     q_rot, k_rot = rope_triton.rope_qk(q, k, cos, sin, pairing=pairing)
-    common = dict(pairing=pairing, rotary_dim=10, impl="reference")
+    common = dict(pairing=pairing, rotary_dim=10)
     # bit for bit: the same float32 products, rounded once to nearest even
     assert torch.equal(q_rot, apply_rope(q, positions, **common))
     assert torch.equal(k_rot, apply_rope(k, positions, **common))
@@ -92,9 +92,7 @@ def test_backward_is_inverse_rotation_and_matches_reference():
     q_rot, k_rot = rope_triton.rope_qk(q, k, cos, sin)
     torch.autograd.backward((q_rot, k_rot), (gq, gk))
     q2, k2 = q.detach().requires_grad_(), k.detach().requires_grad_()
-    torch.autograd.backward(
-        (apply_rope(q2, pos, impl="reference"), apply_rope(k2, pos, impl="reference")), (gq, gk)
-    )
+    torch.autograd.backward((apply_rope(q2, pos), apply_rope(k2, pos)), (gq, gk))
     torch.testing.assert_close(q.grad, q2.grad)
     torch.testing.assert_close(k.grad, k2.grad)
 

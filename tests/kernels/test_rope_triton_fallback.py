@@ -17,7 +17,7 @@ pos = torch.tensor([[0, 1, 2, 3, 4], [7, 8, 9, 10, 11]])
 cos, sin = rope_cos_sin(pos, inv_freq(12))
 q.requires_grad_()
 qr, kr = rt.rope_qk(q, k, cos, sin, pairing="interleaved")
-ref = dict(pairing="interleaved", rotary_dim=12, impl="reference")
+ref = dict(pairing="interleaved", rotary_dim=12)
 assert torch.equal(qr, apply_rope(q, pos, **ref)) and torch.equal(kr, apply_rope(k, pos, **ref))
 qr.sum().backward()
 assert q.grad is not None

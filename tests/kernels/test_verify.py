@@ -16,6 +16,7 @@ from pecourse.attention import attention
 from pecourse.kernels import flex, rope_cpu, verify
 from pecourse.kernels.verify import CompiledPathWarning
 from pecourse.positions.alibi import ALiBi
+from pecourse.positions.rotary import cos_sin, rotate_pairs
 
 
 @pytest.fixture(autouse=True)
@@ -154,10 +155,10 @@ def wrong_c_kernel(monkeypatch, c_kernel):
 def test_wrong_c_kernel_is_caught_and_replaced(wrong_c_kernel):
     g = torch.Generator().manual_seed(1)
     x = torch.randn(2, 3, 5, 8, generator=g)
-    cos, sin = rope_cpu.cos_sin_tables(torch.arange(5), torch.rand(4, dtype=torch.float64))
+    cos, sin = cos_sin(torch.arange(5), torch.rand(4, dtype=torch.float64))
     with pytest.warns(CompiledPathWarning, match=r"rope_cpu \(C kernel\) for float32, half"):
         out = rope_cpu.rotate(x, cos, sin)
-    assert torch.equal(out, rope_cpu.rotate_reference(x, cos, sin))
+    assert torch.equal(out, rotate_pairs(x, cos, sin))
     # the other pairing is another configuration: probed (and caught) on its own
     with pytest.warns(CompiledPathWarning, match="interleaved"):
         rope_cpu.rotate(x, cos, sin, pairing="interleaved")
@@ -188,11 +189,11 @@ def test_wrong_triton_kernel_is_caught_and_replaced(monkeypatch):
     monkeypatch.setattr(rope_triton, "_launch", wrong_launch)
     g = torch.Generator().manual_seed(2)
     q, k = torch.randn(1, 4, 6, 8, generator=g), torch.randn(1, 2, 6, 8, generator=g)
-    cos, sin = rope_cpu.cos_sin_tables(torch.arange(6), torch.rand(4, dtype=torch.float64))
+    cos, sin = cos_sin(torch.arange(6), torch.rand(4, dtype=torch.float64))
     with pytest.warns(CompiledPathWarning, match="rope_triton for cpu, float32, head_dim 8"):
         qr, kr = rope_triton.rope_qk(q, k, cos, sin)
-    assert torch.equal(kr, rope_cpu.rotate_reference(k, cos, sin))
-    assert torch.equal(qr, rope_cpu.rotate_reference(q, cos, sin))
+    assert torch.equal(kr, rotate_pairs(k, cos, sin))
+    assert torch.equal(qr, rotate_pairs(q, cos, sin))
 
 
 def test_info_reports_each_verdict():

@@ -1,6 +1,8 @@
 """Experiments run from the shipped checkpoints and say what they show."""
 
+import json
 import time
+from pathlib import Path
 
 import pytest
 
@@ -42,7 +44,7 @@ def test_extrapolation_table_and_learned_is_unavailable():
 # Each experiment end to end on a small budget: every model, the code path and the report
 # (the chapters' numbers come from the full budgets, recorded in pecourse/results).
 SMALL = {
-    "loss_by_position": dict(names=("rope", "alibi"), tokens=512),
+    "loss_by_position": dict(tokens=512),
     "effective_context": dict(distances=(8, 96), lengths=(64, 256), samples=4),
     "rope_scaling": dict(lengths=(64, 256), tokens=512, samples=4),
     "augmentation": dict(lengths=(64, 256), tokens=512),
@@ -58,6 +60,27 @@ def test_every_experiment_has_a_small_budget():
 
 @pytest.mark.parametrize("name", sorted(SMALL))
 def test_every_experiment_runs(name):
+    """On a small budget, a fresh run has the recording's rows (models) and a subset of its
+    columns (fewer lengths, distances or samples)."""
     res = ex.EXPERIMENTS[name](**SMALL[name])
     assert res.rows and res.text and res.figure is not None
     assert res.to_dict()["name"] == name
+    record = ex.recorded(name)
+    assert [r.get("model") for r in res.rows] == [r.get("model") for r in record.rows]
+    for fresh, recorded in zip(res.rows, record.rows):
+        assert set(fresh) <= set(recorded), set(fresh) - set(recorded)
+
+
+def test_recordings_load_one_way_with_integer_lengths():
+    from pecourse.results import recorded, recordings
+
+    assert set(recordings()) == set(ex.EXPERIMENTS)
+    for name in recordings():
+        res = recorded(name)
+        assert res.name == name and res.rows and res.text
+        raw = json.loads((Path(ex.__file__).parent / "results" / f"{name}.json").read_text())
+        assert json.loads(json.dumps(res.to_dict())) == raw  # nothing lost or added
+    lengths = [k for k in recorded("extrapolation").rows[0] if k != "model"]
+    assert lengths == [64, 128, 256, 512]  # ints, as a fresh run's columns
+    with pytest.raises(ValueError, match="recorded experiments"):
+        recorded("no_such_experiment")

@@ -128,3 +128,15 @@ def test_shipped_checkpoints_load_offline(monkeypatch):
 def test_scheme_table_is_complete():
     for name in ("learned", "sinusoidal", "rope", "t5", "alibi", "xpos", "nope", "cope"):
         assert name in SCHEMES
+
+
+@pytest.mark.parametrize("plan", [p for p in SCHEMES if p != "xpos"])
+def test_a_forward_pass_reads_no_values_to_validate(plan):
+    """On the meta device tensors have shapes but no values: a forward pass that ran a check
+    reading values (a host sync on a GPU) would fail here. (xPos is the exception: its centre
+    and its overflow guard are computed from the positions' values.)"""
+    cfg = ModelConfig(d_model=16, n_layers=2, n_heads=2, train_len=8, plan=plan)
+    net = TinyGPT(cfg).to("meta")
+    idx = torch.zeros(2, 8, dtype=torch.long, device="meta")
+    logits, loss = net(idx, targets=idx)
+    assert logits.shape == (2, 8, cfg.vocab_size) and loss.device.type == "meta"

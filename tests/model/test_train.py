@@ -31,9 +31,23 @@ def test_a_few_steps_lower_the_loss_and_are_reproducible():
 
 
 @pytest.mark.parametrize("augment", ["randomized", "pose"])
-def test_position_augmentation_trains(augment):
+def test_position_augmentation_trains(augment, monkeypatch):
+    """The drawn ids reach the model: past the window, below augment_len, in order."""
+    from pecourse.model import TinyGPT
+
+    seen, forward = [], TinyGPT.forward
+
+    def spy(self, idx, positions=None, targets=None):
+        seen.append(positions)
+        return forward(self, idx, positions, targets)
+
+    monkeypatch.setattr(TinyGPT, "forward", spy)
     _, rec = _run(augment=augment, augment_len=256, steps=5)
     assert len(rec["loss_curve"]) == 5
+    drawn = torch.stack(seen)  # [steps, batch, seq]
+    assert drawn.shape == (5, 8, SMALL["train_len"])
+    assert SMALL["train_len"] <= int(drawn.max()) < 256
+    assert bool((drawn.diff(dim=-1) > 0).all())  # distinct ids, kept in order
 
 
 def test_task_training_and_continued_training_with_scaled_rope(tmp_path, monkeypatch):

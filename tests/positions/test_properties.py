@@ -17,7 +17,7 @@ from pecourse.positions.alibi import ALiBi
 from pecourse.positions.multidim import AxialRoPE, MRoPE, apply_axial_rope, apply_mrope
 from pecourse.positions.relative import ShawRelative, T5RelativeBias
 from pecourse.positions.rope import RoPE, apply_rope
-from pecourse.positions.vo_rope import VORoPE, rope_inverse
+from pecourse.positions.vo_rope import RoPER, VORoPE, rope_inverse
 
 SETTINGS = settings(max_examples=20, deadline=None)
 
@@ -31,7 +31,7 @@ SCHEMES = {
     ),
     "shaw": lambda h, d: ShawRelative(d, max_distance=3),
     "vo_rope": lambda h, d: VORoPE(d),
-    "vo_rope_qk": lambda h, d: VORoPE(d, rotate_qk=True, pairing="interleaved"),
+    "roper": lambda h, d: RoPER(d, pairing="interleaved"),
     "mrope": lambda h, d: MRoPE(d, [1, d // 4, d // 2 - 1 - d // 4]),
 }
 

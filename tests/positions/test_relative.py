@@ -11,6 +11,7 @@ from transformers.models.t5.modeling_t5 import T5Attention
 
 from pecourse.attention import attention, causal_mask
 from pecourse.positions.relative import (
+    ShawKeysOnly,
     ShawRelative,
     T5RelativeBias,
     clipped_relative_ids,
@@ -214,11 +215,13 @@ def test_shaw_scheme_equals_naive_attention(causal):
 def test_shaw_without_values_uses_key_term_only():
     torch.manual_seed(0)
     q, k, v = (torch.randn(1, 2, 5, 4, dtype=torch.float64) for _ in range(3))
-    scheme = ShawRelative(4, 2, values=False).double()
+    scheme = ShawKeysOnly(4, 2).double()
     zero_v = torch.zeros(5, 4, dtype=torch.float64)
     want = _naive_shaw(q, k, v, scheme.table_k.detach(), zero_v, 2, causal=True)
     torch.testing.assert_close(attention(q, k, v, scheme), want)
-    assert scheme.places == ("scores",)
+    torch.testing.assert_close(attention(q, k, v, scheme, fused=True), want)
+    assert scheme.places == ("scores",) and not scheme.needs_probs
+    assert not hasattr(scheme, "table_v")
 
 
 def test_shaw_scheme_is_translation_invariant():

@@ -7,7 +7,7 @@ import torch
 
 from pecourse.attention import attention
 from pecourse.positions.rope import apply_rope, inv_freq
-from pecourse.positions.vo_rope import VORoPE, rope_inverse, vo_rope_output, vo_rope_values
+from pecourse.positions.vo_rope import RoPER, VORoPE, rope_inverse, vo_rope_output, vo_rope_values
 
 
 def _rotation_matrix(angles, pairing, d):
@@ -92,25 +92,33 @@ def test_query_attending_only_to_itself_gets_its_value_back():
     torch.testing.assert_close(out, v)
 
 
-@pytest.mark.parametrize("rotate_qk", [False, True])
-def test_shift_invariance(rotate_qk):
+@pytest.mark.parametrize("scheme", [VORoPE(8), RoPER(8)], ids=["vo_rope", "roper"])
+def test_shift_invariance(scheme):
     q, k, v = (_randn(2, 2, 6, 8, seed=s) for s in range(3))
-    scheme = VORoPE(8, rotate_qk=rotate_qk)
     pos = torch.arange(6)
     a = attention(q, k, v, scheme, q_positions=pos, k_positions=pos)
     b = attention(q, k, v, scheme, q_positions=pos + 301, k_positions=pos + 301)
     torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
 
 
-def test_rotate_qk_also_makes_the_weights_rope_weights():
+def test_roper_also_makes_the_weights_rope_weights():
     from pecourse.positions.rope import RoPE
 
     q, k, v = (_randn(1, 2, 5, 8, seed=s) for s in range(3))
-    _, probs_vo = attention(q, k, v, VORoPE(8, rotate_qk=True), return_probs=True)
+    _, probs_vo = attention(q, k, v, RoPER(8), return_probs=True)
     _, probs_rope = attention(q, k, v, RoPE(8), return_probs=True)
     torch.testing.assert_close(probs_vo, probs_rope)
-    assert VORoPE(8, rotate_qk=True).places == ("qk", "values")
+    assert RoPER(8).places == ("qk", "values")
     assert VORoPE(8).places == ("values",)
+
+
+def test_fused_path_gives_the_step_by_step_output():
+    """VO-RoPE never reads the probabilities, so it may hand the softmax to the fused kernel."""
+    q, k, v = (_randn(2, 4, 7, 8, seed=s, dtype=torch.float64) for s in range(3))
+    for scheme in (VORoPE(8), RoPER(8, pairing="interleaved")):
+        assert not scheme.needs_probs
+        fused = attention(q, k[:, :2], v[:, :2], scheme, fused=True)
+        torch.testing.assert_close(fused, attention(q, k[:, :2], v[:, :2], scheme))
 
 
 def test_grouped_query_attention_and_cache_alignment():
@@ -147,11 +155,6 @@ def test_refuses_rotary_dim_above_head_dim():
 def test_refuses_unknown_pairing():
     with pytest.raises(ValueError, match="pairing"):
         VORoPE(8, pairing="adjacent")
-
-
-def test_refuses_non_bool_rotate_qk():
-    with pytest.raises(TypeError, match="rotate_qk"):
-        VORoPE(8, rotate_qk="yes")
 
 
 def test_refuses_float_positions():

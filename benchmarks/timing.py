@@ -34,8 +34,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ._validate import check_choice, check_float, check_int
-from .info import cpu_name
+from pecourse._validate import check_choice, check_float, check_int
+from pecourse.info import cpu_name
 
 __all__ = [
     "Timing",

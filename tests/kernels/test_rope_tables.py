@@ -1,4 +1,4 @@
-"""RoPE's cos/sin tables are built once per (positions, inv_freq, dtype, device) and reused,
+"""The fast RoPE backend. RoPE's cos/sin tables are built once per (positions, inv_freq, dtype, device) and reused,
 and never returned stale: the cache compares values, so in-place edits are seen."""
 
 from __future__ import annotations
@@ -9,8 +9,11 @@ import pytest
 import torch
 
 from pecourse import kernels
+from pecourse.kernels import FAST_ROPE
+from pecourse.kernels.rope import TABLES, apply_rope
 from pecourse.positions import rope
-from pecourse.positions.rope import TABLES, RoPE, apply_rope
+from pecourse.positions.rope import RoPE
+from pecourse.positions.rotary import rotate_pairs
 
 
 @pytest.fixture(autouse=True)
@@ -30,7 +33,7 @@ def _uncached(x, positions, **kwargs):
     if inv is None:
         inv = rope.inv_freq(x.shape[-1], kwargs.pop("base", 10000.0))
     cos, sin = rope.rope_cos_sin(positions, inv, kwargs.pop("attention_factor", 1.0))
-    return rope._apply_with_tables(x, cos, sin, kwargs.pop("pairing", "half"), x.shape[-1])
+    return rotate_pairs(x, cos, sin, pairing=kwargs.pop("pairing", "half"))
 
 
 def test_repeated_positions_reuse_one_table():
@@ -86,13 +89,13 @@ def test_the_cache_is_bounded():
 def test_learnable_frequencies_bypass_the_cache_and_get_gradients():
     x = _x(1, 2, 4, 8)
     inv = rope.inv_freq(8).float().requires_grad_()
-    apply_rope(x, torch.arange(4), inv_freq=inv, impl="reference").sum().backward()
+    apply_rope(x, torch.arange(4), inv_freq=inv).sum().backward()
     assert inv.grad is not None and TABLES.misses == 0 and TABLES.hits == 0
 
 
 def test_rope_layers_share_tables_across_layers_and_calls():
     """Every layer of a model rotates at the same positions: one table for all of them."""
-    layers = [RoPE(8) for _ in range(4)]
+    layers = [RoPE(8, backend=FAST_ROPE) for _ in range(4)]
     q, k = _x(2, 4, 12, 8), _x(2, 2, 12, 8, seed=1)
     pos = torch.arange(12)
     outs = [layer.rotate(q, k, pos, pos) for layer in layers]
@@ -102,7 +105,7 @@ def test_rope_layers_share_tables_across_layers_and_calls():
 
 
 def test_dynamic_scaling_is_never_served_a_stale_table():
-    scheme = RoPE(8, scaling="dynamic", factor=2.0, original_max_position=16)
+    scheme = RoPE(8, scaling="dynamic", factor=2.0, original_max_position=16, backend=FAST_ROPE)
     q = _x(1, 1, 40, 8)
     short, long = torch.arange(8), torch.arange(40)
     a = scheme.rotate(q[:, :, :8], q[:, :, :8], short, short)[0]
@@ -114,10 +117,26 @@ def test_dynamic_scaling_is_never_served_a_stale_table():
 def test_kernels_apply_rope_has_the_reference_signature_and_numbers():
     ref = inspect.signature(rope.apply_rope).parameters
     fast = inspect.signature(kernels.apply_rope).parameters
-    assert list(fast) == [name for name in ref if name != "impl"]
+    assert list(fast) == list(ref)
     assert all(fast[n].default == ref[n].default for n in fast)
     x = _x(2, 3, 9, 16)
     pos = torch.arange(3, 12)
     for kwargs in [{}, {"pairing": "interleaved"}, {"rotary_dim": 8}, {"base": 500.0}]:
-        want = apply_rope(x, pos, impl="reference", **kwargs)
+        want = rope.apply_rope(x, pos, **kwargs)
         assert torch.equal(kernels.apply_rope(x, pos, **kwargs), want), kwargs
+
+
+def test_the_model_rotates_on_the_fast_backend_with_the_reference_numbers():
+    from pecourse.model import ModelConfig, TinyGPT, replace_rope
+
+    model = TinyGPT(ModelConfig(d_model=32, n_layers=2, n_heads=2, train_len=16)).eval()
+    assert all(block.attn.scheme.backend is FAST_ROPE for block in model.blocks)
+    assert replace_rope(model, "linear", factor=2.0).blocks[0].attn.scheme.backend == FAST_ROPE
+    idx = torch.randint(
+        0, model.config.vocab_size, (2, 16), generator=torch.Generator().manual_seed(0)
+    )
+    with torch.no_grad():
+        fast = model(idx)[0]
+        for block in model.blocks:
+            block.attn.scheme.backend = rope.REFERENCE
+        assert torch.equal(model(idx)[0], fast)
