@@ -218,10 +218,12 @@ def test_thread_pool_survives_fork():
 
 
 def test_reference_takes_a_shared_batch_row_like_rotate():
-    """``[1, S, R/2]`` tables are one row of positions for the whole batch, in both functions
-    ("same signature, same numbers")."""
+    """``[1, S, R/2]`` tables are one row of positions for the whole batch, in the kernel
+    and in the rotary core it is checked against ("same signature, same numbers")."""
+    from pecourse.positions.rotary import rotate_pairs
+
     x = _randn(3, 2, 5, 8)
     cos, sin = _tables(torch.arange(4, 9)[None], 8, torch.float32)  # [1, 5, 4]
-    want = rope_cpu.rotate_reference(x, cos[0], sin[0])
-    assert torch.equal(rope_cpu.rotate_reference(x, cos, sin), want)
+    want = rotate_pairs(x, cos[0], sin[0])
+    assert torch.equal(rotate_pairs(x, cos, sin), want)
     assert torch.equal(rope_cpu.rotate(x, cos, sin), want)

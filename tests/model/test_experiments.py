@@ -74,8 +74,8 @@ def test_every_experiment_runs(name):
 def test_recordings_load_one_way_with_integer_lengths():
     from pecourse.results import recorded, recordings
 
-    assert set(recordings()) == set(ex.EXPERIMENTS)
-    for name in recordings():
+    assert set(ex.EXPERIMENTS) <= set(recordings())  # studies keep recordings there too
+    for name in ex.EXPERIMENTS:
         res = recorded(name)
         assert res.name == name and res.rows and res.text
         raw = json.loads((Path(ex.__file__).parent / "results" / f"{name}.json").read_text())
