@@ -12,7 +12,9 @@ Position enters wherever the plan says (see :mod:`pecourse.attention`):
 * ``plan="rope"``, ``"alibi"``, ``"t5"``, ``"xpos"``, ``"cope"``, ``"nope"``, … — a
   *per-layer* scheme, one instance inside every layer's :class:`MultiHeadAttention`.
 * ``plan="rope,rope,rope,nope"`` — one name per layer. iRoPE (Llama 4) interleaves
-  RoPE layers with NoPE layers: it is a plan, not a new architecture.
+  RoPE layers with NoPE layers: it is a plan, not a new architecture. ``swa_rope`` and
+  ``chunk_rope`` are RoPE over a sliding window or fixed chunks
+  (:mod:`pecourse.positions.window`), for the Command A and Llama 4 layouts.
 
 ``ModelConfig.position_options`` maps a scheme name to its keyword arguments
 (``{"rope": {"base": 500.0}}``). :func:`build_scheme` is the one factory from a name to a
@@ -109,6 +111,20 @@ def _nope(*, d_model, num_heads, train_len):
     return NoPE()
 
 
+def _swa_rope(*, d_model, num_heads, train_len, window, **options):
+    from .positions.rope import RoPE
+    from .positions.window import SlidingWindow
+
+    return SlidingWindow(RoPE(d_model // num_heads, **options), window)
+
+
+def _chunk_rope(*, d_model, num_heads, train_len, chunk, **options):
+    from .positions.rope import RoPE
+    from .positions.window import Chunked
+
+    return Chunked(RoPE(d_model // num_heads, **options), chunk)
+
+
 #: Scheme name -> constructor taking the model's sizes plus the scheme's own options.
 SCHEMES = {
     "learned": _learned,
@@ -120,6 +136,10 @@ SCHEMES = {
     "shaw": _shaw,
     "cope": _cope,
     "nope": _nope,
+    # RoPE over a limited span (chapter 11): position_options {"swa_rope": {"window": W}}
+    # or {"chunk_rope": {"chunk": C}}, plus any RoPE option.
+    "swa_rope": _swa_rope,
+    "chunk_rope": _chunk_rope,
 }
 
 

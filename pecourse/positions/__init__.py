@@ -16,6 +16,7 @@ module                 schemes                                     place
 ``cope``               contextual positions                        the scores
 ``vo_rope``            VO-RoPE / RoPER                             values and outputs
 ``augmentation``       randomized positions, PoSE                  (the position ids)
+``window``             sliding windows and chunks around a scheme  the scores (a mask)
 =====================  ==========================================  ======================
 
 NoPE uses no place at all: it is :class:`pecourse.attention.NoPE`.
