@@ -12,8 +12,7 @@ seed. Everything is deterministic: the same seed gives the same batch on every m
   :func:`associative_recall_batch` (multi-key associative recall, Arora et al. 2023,
   arXiv:2312.04927), :func:`counting_batch` and :func:`selective_copy_batch` (the CoPE
   paper's tasks, Golovneva et al. 2024, arXiv:2405.18719), and :func:`flip_flop_batch`
-  (Liu et al. 2023, arXiv:2306.00946), and :func:`copy_batch` (copying, a length-generalisation
-  task of Kazemnejad et al. 2023, arXiv:2305.19466).
+  (Liu et al. 2023, arXiv:2306.00946).
 
 The vocabulary is fixed (:data:`VOCAB`): the 64 characters of the KJV text, a newline,
 the ten digits and a few symbols the tasks use. It never depends on the data, so a
@@ -50,7 +49,6 @@ __all__ = [
     "counting_batch",
     "selective_copy_batch",
     "flip_flop_batch",
-    "copy_batch",
     "TASKS",
     "task_batch",
 ]
@@ -361,41 +359,6 @@ def flip_flop_batch(
     return _from_sequences(seqs, answers)
 
 
-def copy_batch(
-    batch_size: int,
-    length: int,
-    *,
-    min_tokens: int = 1,
-    max_tokens: int | None = None,
-    seed=0,
-) -> TaskBatch:
-    """Copying, one of the length-generalisation tasks of Kazemnejad et al. 2023 (arXiv:2305.19466).
-
-    ``_ _ … _ s1 s2 … sn | s1 s2 … sn``: ``n`` random letters (``n`` uniform in
-    ``[min_tokens, max_tokens]``; by default up to as many as fit, ``length // 2``), the
-    separator ``|``, and the same letters again; blanks ``_`` pad the front to ``length + 1``
-    tokens. ``answer`` marks the copied letters, ``distance`` holds each ``n``. Refuses a
-    ``min_tokens`` < 1 and a ``max_tokens`` below it or above ``length // 2``.
-    """
-    batch_size = check_int("batch_size", batch_size, minimum=1)
-    length = check_int("length", length, minimum=2)
-    max_fit = length // 2
-    min_tokens = check_int("min_tokens", min_tokens, minimum=1, maximum=max_fit)
-    max_tokens = max_fit if max_tokens is None else max_tokens
-    max_tokens = check_int("max_tokens", max_tokens, minimum=min_tokens, maximum=max_fit)
-    g = _generator(seed)
-    total = length + 1
-    seqs, answers, sizes = [], [], []
-    for _ in range(batch_size):
-        n = int(torch.randint(min_tokens, max_tokens + 1, (1,), generator=g))
-        letters = [_LETTERS[int(i)] for i in torch.randint(0, 26, (n,), generator=g)]
-        pad = total - 2 * n - 1
-        seqs.append([_INDEX["_"]] * pad + letters + [_INDEX["|"]] + letters)
-        answers.append(list(range(pad + n + 1, total)))
-        sizes.append(n)
-    return _from_sequences(seqs, answers, torch.tensor(sizes))
-
-
 #: Synthetic tasks by name, for the training loop and the command line.
 TASKS = {
     "passkey": passkey_batch,
@@ -403,7 +366,6 @@ TASKS = {
     "counting": counting_batch,
     "selective_copy": selective_copy_batch,
     "flip_flop": flip_flop_batch,
-    "copy": copy_batch,
 }
 
 

@@ -77,17 +77,3 @@ def test_tasks_are_seeded_and_bad_input_named():
         data.task_batch("sorting", 2, 64)
     with pytest.raises(ValueError, match="distance"):
         data.passkey_batch(2, 64, distance=500)
-
-
-def test_copy_batch_repeats_the_letters_after_the_separator():
-    b = data.copy_batch(16, 30, min_tokens=2, max_tokens=9, seed=3)
-    assert b.inputs.shape == (16, 30) and b.distance.min() >= 2 and b.distance.max() <= 9
-    for i in range(16):
-        s = data.decode(torch.cat([b.inputs[i, :1], b.targets[i]]))
-        n = int(b.distance[i])
-        assert s == "_" * (31 - 2 * n - 1) + s[-n:] + "|" + s[-n:]
-        assert data.decode(b.targets[i][b.answer[i]]) == s[-n:] and int(b.answer[i].sum()) == n
-    with pytest.raises(ValueError, match="max_tokens"):
-        data.copy_batch(2, 20, max_tokens=11)  # 2 * 11 + 1 > 21
-    with pytest.raises(ValueError, match="max_tokens"):
-        data.copy_batch(2, 20, min_tokens=5, max_tokens=4)
