@@ -2,11 +2,13 @@
 
 import inspect
 import json
+import math
 
 import pytest
 import torch
 
 from pecourse import evaluate, studies
+from pecourse.data import corpus
 from pecourse.model import load_checkpoint
 from pecourse.positions.multidim import AxialRoPE
 from pecourse.positions.rope import RoPE
@@ -120,6 +122,26 @@ def test_cope_selective_copy_runs_on_a_tiny_budget():
     assert out["protocol"]["train"]["steps"] == {"cope": 1, "rope": 1}
 
 
+def test_per_window_loss_is_the_evaluators_perplexity():
+    model = load_checkpoint("alibi")
+    losses = studies.per_window_loss(model, 32, tokens=512)
+    assert losses.shape == (16, 32)
+    want = evaluate.perplexity_by_length(model, [32], tokens=512)[32]
+    assert math.exp(float(losses.mean())) == pytest.approx(want, rel=1e-5)
+
+
+def test_text_window_losses_score_the_same_characters_with_and_without_a_marker():
+    model = load_checkpoint("nope")
+    plain = studies.text_window_losses(model, tokens=256)
+    marked = studies.text_window_losses(model, bos=True, tokens=256)
+    assert plain.shape == marked.shape == (4, 63)
+    text = corpus("validation")[:64]
+    with torch.no_grad():  # the first scored prediction of window 0: character 1 from character 0
+        first = torch.nn.functional.cross_entropy(model(text[None, :1])[0][0], text[1:2])
+    assert float(plain[0, 0]) == pytest.approx(float(first), rel=1e-5)
+    assert not torch.allclose(plain, marked)  # the marker changes what NoPE sees
+
+
 def test_studies_refuse_bad_arguments():
     with pytest.raises(ValueError, match="seeds"):
         studies.grid_width_transfer(seeds=())
@@ -167,6 +189,22 @@ def test_grid_width_transfer_recording():
     assert grid["protocol"]["test_widths"] == list(defaults["test_widths"])
     assert grid["protocol"]["eval_samples"] == defaults["samples"]
     assert grid["protocol"]["train_width"] == defaults["train_width"]
+
+
+def test_cope_selective_copy_recording():
+    copy, defaults = studies.load("cope_selective_copy"), _defaults(studies.cope_selective_copy)
+    _check_summary(copy)
+    assert list(defaults["seeds"]) == copy["seeds"]
+    assert copy["protocol"]["splits"] == studies.COPY_SPLITS
+    assert copy["protocol"]["eval_samples"] == defaults["samples"]
+    assert copy["protocol"]["train"]["steps"] == {"cope": 600, "rope": 4000}
+    # the recipe the runs used is still the shipped one
+    from pecourse.train import RECIPES
+
+    recipe = RECIPES["cope_selective_copy"]["train"]
+    assert {k: copy["protocol"]["train"][k] for k in recipe if k != "steps"} == {
+        k: v for k, v in recipe.items() if k != "steps"
+    }
 
 
 def test_record_writes_what_load_reads(tmp_path):
