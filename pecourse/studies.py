@@ -17,20 +17,27 @@ samples (:func:`bootstrap_interval`); the spread across seeds is reported as the
 values themselves (three seeds are too few for an interval). :func:`record` writes a
 recording to ``pecourse/results/<name>.json``; :func:`load` reads it back.
 
-=================================  ==============================================================
-:func:`grid_width_transfer`        chapter 05: a one-layer model learns "the patch below" at one
-                                   grid width with 1D or 2D RoPE; tested at other widths
-:func:`cope_selective_copy`        chapter 10: CoPE vs RoPE on selective copy, RoPE given 6×
-                                   the steps, tested on the training, dense and sparse splits
-:func:`cope_counting`              chapter 10: the shipped counting models, with intervals
-:func:`text_extrapolation`         chapters 11 and 15: the shipped rope, nope, irope and alibi
-                                   checkpoints from 64 to 512 characters, 65,536 characters
-:func:`imposed_windows`            chapter 11: the shipped rope and irope models with a sliding
-                                   window imposed on their RoPE layers, 65,536 characters
-:func:`windowed_passkey`           chapter 11: passkey retrieval with windowed RoPE layers, with
-                                   and without a full-attention NoPE layer
-:func:`nope_anchor`                chapter 15: RoPE, NoPE and NoPE with a start marker on text
-=================================  ==============================================================
+========================================  ==================================================
+:func:`grid_width_transfer`               chapter 05: a one-layer model learns "the patch
+                                          below" at one grid width with 1D or 2D RoPE;
+                                          tested at other widths
+:func:`cope_selective_copy`               chapter 10: CoPE vs RoPE on selective copy, RoPE
+                                          given 6× the steps, tested on the training, dense
+                                          and sparse splits
+:func:`cope_counting`                     chapter 10: the shipped counting models, with
+                                          intervals
+:func:`text_extrapolation`                chapters 11 and 15: the shipped rope, nope, irope
+                                          and alibi checkpoints from 64 to 512 characters
+:func:`imposed_windows`                   chapter 11: the shipped rope and irope models with
+                                          a sliding window imposed on their RoPE layers
+:func:`windowed_passkey`                  chapter 11: passkey retrieval with windowed RoPE
+                                          layers, with and without a full-attention NoPE
+                                          layer
+:func:`nope_anchor`                       chapter 15: RoPE, NoPE and NoPE with a start
+                                          marker on text
+:func:`counting_length_generalisation`    chapter 15: NoPE, RoPE and ALiBi trained on
+                                          counting at 64, tested at 64, 128 and 256
+========================================  ==================================================
 
 ``python -m pecourse.studies run NAME`` reruns a study and rewrites its recording (minutes
 of CPU each; the chapter says how many).
@@ -66,6 +73,7 @@ __all__ = [
     "per_window_loss",
     "nope_anchor",
     "text_window_losses",
+    "counting_length_generalisation",
     "wilson_interval",
     "STUDIES",
     "record",
@@ -633,25 +641,26 @@ def windowed_passkey(
     seeds=(0, 1, 2),
     *,
     window: int = 8,
-    steps: int = 1000,
+    steps: int = 300,
     distances=PASSKEY_DISTANCES,
     samples: int = 256,
 ) -> dict:
     r"""The control chapter 11 needs: windowed RoPE layers with and without a full NoPE layer.
 
-    Two plans on the shipped passkey model and recipe (4 layers, ``d = 64``, 2-digit keys in
-    64-character windows of Bible text, 1000 steps; :data:`pecourse.train.RECIPES`
-    ``rope_passkey``): ``swa`` has a RoPE sliding window of ``window`` keys in every layer
-    (:class:`pecourse.positions.window.SlidingWindow`), ``swa+nope`` the same in layers 0–2
-    and a NoPE layer with full causal attention on top (Command A's layout at toy scale).
-    Four windowed layers can relay information at most ``4·(window − 1)`` tokens back.
-    Each seed trains both; each model is scored on passkey retrieval at every needle
-    distance (``samples`` fixed validation sequences of length 64), with a Wilson interval.
-    The shipped full-attention ``rope_passkey`` checkpoint (one seed) is scored the same
-    way, as the reference.
+    Start from the shipped ``rope_passkey`` checkpoint (4 layers, ``d = 64``, full-attention
+    RoPE, trained 1000 steps to retrieve 2-digit keys from 64 characters of Bible text).
+    Restrict its RoPE layers to a sliding window of ``window`` keys
+    (:class:`pecourse.positions.window.SlidingWindow`) in two ways: ``swa`` windows all four
+    layers — together they can relay information at most ``4·(window − 1)`` tokens back —
+    and ``swa+nope`` windows layers 0–2 and turns layer 3 into a NoPE layer with full causal
+    attention (Command A's layout at toy scale). Each variant is scored as it is (step 0)
+    and after fine-tuning ``steps`` steps on the same task (lr 1e-3, 10 warm-up steps), once
+    per seed (the seed sets the fine-tuning batches). Scores: passkey accuracy at each needle
+    distance on ``samples`` fixed validation sequences of 64, with a Wilson interval. The
+    unchanged checkpoint is scored the same way, as the reference.
     """
     from .evaluate import needle_accuracy
-    from .model import checkpoint_info, load_checkpoint
+    from .model import load_checkpoint
     from .train import RECIPES
 
     seeds = _check_seeds(seeds)
@@ -659,9 +668,16 @@ def windowed_passkey(
     steps = check_int("steps", steps, minimum=1)
     samples = check_int("samples", samples, minimum=1)
     distances = [check_int("distances[]", d, minimum=3, maximum=61) for d in distances]
-    base = RECIPES["rope_passkey"]["train"]
-    key_len = base["task_options"]["key_len"]
+    key_len = RECIPES["rope_passkey"]["train"]["task_options"]["key_len"]
+    finetune = {
+        **RECIPES["rope_passkey"]["train"],
+        "init_from": "rope_passkey",
+        "steps": steps,
+        "lr": 1e-3,
+        "warmup": 10,
+    }
     plans = {"swa": "swa_rope", "swa+nope": "swa_rope,swa_rope,swa_rope,nope"}
+    options = {"swa_rope": {"window": window}}
 
     def score(model):
         acc = needle_accuracy(model, distances, length=64, samples=samples, key_len=key_len)
@@ -672,32 +688,34 @@ def windowed_passkey(
             out[str(d)] = {"accuracy": round(k / samples, 4), "ci95": [round(lo, 4), round(hi, 4)]}
         return out
 
-    runs, cpu = [], 0.0
+    start = time.process_time()
+    reference = load_checkpoint("rope_passkey")
+    step0 = {}
+    for variant, plan in plans.items():
+        model = TinyGPT(
+            ModelConfig(**{**PASSKEY_MODEL, "plan": plan, "position_options": options})
+        ).eval()
+        model.load_state_dict(reference.state_dict())
+        step0[variant] = score(model)
+    runs, cpu = [], time.process_time() - start
     for variant, plan in plans.items():
         for seed in seeds:
-            model_kwargs = {
-                **PASSKEY_MODEL,
-                "plan": plan,
-                "position_options": {"swa_rope": {"window": window}},
-            }
-            model, curve, seconds = _train_one(model_kwargs, {**base, "steps": steps, "seed": seed})
-            start = time.process_time()
+            model_kwargs = {**PASSKEY_MODEL, "plan": plan, "position_options": options}
+            model, curve, seconds = _train_one(model_kwargs, {**finetune, "seed": seed})
+            begin = time.process_time()
             run = {
                 "variant": variant,
                 "seed": seed,
                 "loss_curve": curve,
                 "by_distance": score(model),
             }
-            seconds += time.process_time() - start
+            seconds += time.process_time() - begin
             run["cpu_seconds"] = round(seconds, 1)
             cpu += seconds
             runs.append(run)
-    reference = load_checkpoint("rope_passkey")
-    ref = {
-        "checkpoint": "rope_passkey",
-        "seed": checkpoint_info("rope_passkey")["train"]["seed"],
-        "by_distance": score(reference),
-    }
+    begin = time.process_time()
+    ref = {"checkpoint": "rope_passkey", "by_distance": score(reference)}
+    cpu += time.process_time() - begin
     summary = {
         variant: {
             str(d): _spread(
@@ -711,16 +729,18 @@ def windowed_passkey(
         "name": "windowed_passkey",
         "protocol": {
             "task": f"passkey retrieval, {key_len}-digit keys, sequences of 64 characters",
+            "start": "shipped checkpoint rope_passkey (full-attention RoPE, seed 0)",
             "model": PASSKEY_MODEL,
             "plans": plans,
             "window": window,
-            "train": {**base, "steps": steps, "seed": "per run"},
+            "finetune": {**finetune, "seed": "per run"},
             "distances": distances,
             "eval_samples": samples,
             "eval_seed": 1234,
             "interval": "95% Wilson interval over evaluation sequences",
         },
         "seeds": seeds,
+        "step0": step0,
         "runs": runs,
         "reference": ref,
         "summary": summary,
@@ -846,6 +866,77 @@ def nope_anchor(seeds=(0, 1, 2), *, steps: int = 800, tokens: int = 65536) -> di
     }
 
 
+def counting_length_generalisation(
+    seeds=(0, 1, 2),
+    *,
+    plans=("nope", "rope", "alibi"),
+    lengths=(64, 128, 256),
+    samples: int = 256,
+) -> dict:
+    r"""An algorithmic length-generalisation test in the manner of Kazemnejad et al. 2023
+    (arXiv:2305.19466): train short, test long, score exact answers — on the counting task.
+
+    Each plan is trained with the shipped ``rope_counting`` recipe (4 layers, ``d = 64``,
+    sequences of 64, 600 steps, loss on the answers only) and tested on sequences of every
+    length in ``lengths``: the same stream of ``+``, ``*`` and letters, so only the length
+    changes. Seed 0 of ``rope`` is the shipped checkpoint (the same recipe and seed). Scores:
+    answer accuracy per sequence with a bootstrap interval over ``samples`` sequences.
+    """
+    from .model import checkpoint_info, load_checkpoint
+    from .train import RECIPES, TrainConfig
+
+    seeds = _check_seeds(seeds)
+    lengths = [check_int("lengths[]", n, minimum=8) for n in lengths]
+    samples = check_int("samples", samples, minimum=1)
+    base = RECIPES["rope_counting"]["train"]
+    recipe = TrainConfig.from_dict(base)
+    model_kwargs = {k: v for k, v in RECIPES["rope_counting"]["model"].items() if k != "plan"}
+    runs, cpu = [], 0.0
+    for plan in plans:
+        for seed in seeds:
+            start = time.process_time()
+            if plan == "rope" and seed == recipe.seed:
+                model = load_checkpoint("rope_counting")
+                curve, source = checkpoint_info("rope_counting")["loss_curve"], "shipped checkpoint"
+            else:
+                model, curve, _ = _train_one({**model_kwargs, "plan": plan}, {**base, "seed": seed})
+                source = "trained by this study"
+            run = {"plan": plan, "seed": seed, "source": source, "loss_curve": curve}
+            for n in lengths:
+                run[f"length_{n}"] = _score(
+                    per_sample_accuracy(model, "counting", n, samples=samples)
+                )
+            seconds = time.process_time() - start
+            run["cpu_seconds"] = round(seconds, 1)
+            cpu += seconds
+            runs.append(run)
+    summary = {
+        plan: {
+            f"length_{n}": _spread([r[f"length_{n}"]["mean"] for r in runs if r["plan"] == plan])
+            for n in lengths
+        }
+        for plan in plans
+    }
+    return {
+        "name": "counting_length_generalisation",
+        "protocol": {
+            "task": "counting ('+' since the last '*', asked after '='; counts stay below 10)",
+            "model": model_kwargs,
+            "plans": list(plans),
+            "train": {**base, "seed": "per run"},
+            "lengths": lengths,
+            "eval_samples": samples,
+            "eval_seed": 4321,
+            "interval": "95% percentile bootstrap over evaluation sequences, 2000 resamples",
+        },
+        "seeds": seeds,
+        "runs": runs,
+        "summary": summary,
+        "cpu_seconds": round(cpu, 1),
+        "versions": _versions(),
+    }
+
+
 # --- recordings -------------------------------------------------------------------------------
 
 #: Study name -> function.
@@ -857,6 +948,7 @@ STUDIES = {
     "imposed_windows": imposed_windows,
     "text_extrapolation": text_extrapolation,
     "nope_anchor": nope_anchor,
+    "counting_length_generalisation": counting_length_generalisation,
 }
 
 

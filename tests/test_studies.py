@@ -207,6 +207,65 @@ def test_cope_selective_copy_recording():
     }
 
 
+def test_windowed_passkey_recording():
+    rec, defaults = studies.load("windowed_passkey"), _defaults(studies.windowed_passkey)
+    assert (
+        list(defaults["seeds"]) == rec["seeds"] and rec["protocol"]["window"] == defaults["window"]
+    )
+    assert rec["protocol"]["finetune"]["steps"] == defaults["steps"]
+    assert rec["protocol"]["distances"] == list(studies.PASSKEY_DISTANCES)
+    for variant, by_distance in rec["summary"].items():
+        for d, spread in by_distance.items():
+            runs = [r for r in rec["runs"] if r["variant"] == variant]
+            assert spread["per_seed"] == [r["by_distance"][d]["accuracy"] for r in runs]
+    for r in rec["runs"]:  # each accuracy is k / samples, inside its Wilson interval
+        for v in r["by_distance"].values():
+            k = round(v["accuracy"] * rec["protocol"]["eval_samples"])
+            lo, hi = studies.wilson_interval(k, rec["protocol"]["eval_samples"])
+            assert v["ci95"] == [round(lo, 4), round(hi, 4)] and lo <= v["accuracy"] <= hi
+
+
+def test_counting_and_anchor_recordings():
+    counting = studies.load("counting_length_generalisation")
+    assert counting["seeds"] == list(_defaults(studies.counting_length_generalisation)["seeds"])
+    for plan, by_length in counting["summary"].items():
+        for key, spread in by_length.items():
+            assert spread["per_seed"] == [
+                r[key]["mean"] for r in counting["runs"] if r["plan"] == plan
+            ]
+    anchor = studies.load("nope_anchor")
+    assert anchor["seeds"] == list(_defaults(studies.nope_anchor)["seeds"])
+    assert anchor["protocol"]["eval_tokens"] == _defaults(studies.nope_anchor)["tokens"]
+    for variant, metrics in anchor["summary"].items():
+        runs = [r for r in anchor["runs"] if r["variant"] == variant]
+        assert metrics["loss"]["per_seed"] == [r["loss"]["mean"] for r in runs]
+    # seed 0 of rope and nope is the shipped checkpoint: its recorded loss curve is the shipped one
+    from pecourse.model import checkpoint_info
+
+    shipped = next(r for r in anchor["runs"] if r["variant"] == "nope" and r["seed"] == 0)
+    assert shipped["loss_curve"] == checkpoint_info("nope")["loss_curve"]
+
+
+def test_evaluation_recordings_match_their_protocols():
+    for name in ("text_extrapolation", "imposed_windows"):
+        rec = studies.load(name)
+        assert rec["protocol"]["eval_tokens"] == 65536
+        for row in rec["runs"]:
+            for n in rec["protocol"]["lengths"]:
+                cell = row[str(n)]
+                assert cell["ci95"][0] <= cell["perplexity"] <= cell["ci95"][1]
+
+
+@pytest.mark.slow
+def test_text_extrapolation_recording_recomputes():
+    """Evaluation only (about 20 s): ALiBi's recorded perplexities, recomputed on the same text."""
+    rec = studies.load("text_extrapolation")
+    again = studies.text_extrapolation(("alibi",), lengths=(64, 512))
+    old = next(r for r in rec["runs"] if r["checkpoint"] == "alibi")
+    for n in ("64", "512"):
+        assert again["runs"][0][n]["perplexity"] == pytest.approx(old[n]["perplexity"], abs=2e-3)
+
+
 def test_record_writes_what_load_reads(tmp_path):
     rec = studies.load("cope_counting")
     path = studies.record(rec, tmp_path)
