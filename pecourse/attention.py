@@ -59,14 +59,23 @@ HOOKS = {
 
 
 class _OverriddenPlaces:
-    """``places``, read off the hooks a scheme class overrides (see :data:`HOOKS`)."""
+    """``places``, read off the hooks a scheme class overrides (see :data:`HOOKS`).
+
+    A wrapper (a scheme holding another as ``inner``, e.g. a sliding window around RoPE)
+    overrides hooks to pass them through: for an instance, a passed-through hook counts only
+    where the inner scheme acts, or where the wrapper adds something itself
+    (``wrapper_places``)."""
 
     def __get__(self, scheme, cls) -> tuple[str, ...]:
-        return tuple(
+        places = tuple(
             place
             for place, hooks in HOOKS.items()
             if any(getattr(cls, h) is not getattr(PositionScheme, h) for h in hooks)
         )
+        inner = None if scheme is None else scheme._modules.get("inner")
+        if isinstance(inner, PositionScheme):
+            places = tuple(p for p in places if p in inner.places or p in cls.wrapper_places)
+        return places
 
 
 class PositionScheme(nn.Module):
@@ -89,6 +98,8 @@ class PositionScheme(nn.Module):
 
     #: The places this scheme uses, in :data:`PLACES` order (on the class and its instances).
     places = _OverriddenPlaces()
+    #: Wrappers only: the places the wrapper acts at itself, whatever its inner scheme does.
+    wrapper_places: tuple[str, ...] = ()
 
     # 1. the input ---------------------------------------------------------------------
     def embed(self, hidden: Tensor, positions: Tensor) -> Tensor:

@@ -36,6 +36,7 @@ from ._validate import check_choice, check_int
 __all__ = [
     "VOCAB",
     "VOCAB_SIZE",
+    "BOS",
     "encode",
     "decode",
     "kjv_path",
@@ -59,6 +60,8 @@ VOCAB = (
     "#@|=_+*"  # task symbols: cue, separator, query, blank, increment, reset
 )
 VOCAB_SIZE = len(VOCAB)
+#: A beginning-of-window marker (a symbol the text never uses), for ``data="text+bos"``.
+BOS = "#"
 _INDEX = {c: i for i, c in enumerate(VOCAB)}
 _LOOKUP = np.full(128, -1, dtype=np.int64)
 for _c, _i in _INDEX.items():

@@ -12,7 +12,9 @@ Position enters wherever the plan says (see :mod:`pecourse.attention`):
 * ``plan="rope"``, ``"alibi"``, ``"t5"``, ``"xpos"``, ``"cope"``, ``"nope"``, … — a
   *per-layer* scheme, one instance inside every layer's :class:`MultiHeadAttention`.
 * ``plan="rope,rope,rope,nope"`` — one name per layer. iRoPE (Llama 4) interleaves
-  RoPE layers with NoPE layers: it is a plan, not a new architecture.
+  RoPE layers with NoPE layers: it is a plan, not a new architecture. ``swa_rope`` and
+  ``chunk_rope`` are RoPE over a sliding window or fixed chunks
+  (:mod:`pecourse.positions.window`), for the Command A and Llama 4 layouts.
 
 ``ModelConfig.position_options`` maps a scheme name to its keyword arguments
 (``{"rope": {"base": 500.0}}``). :func:`build_scheme` is the one factory from a name to a
@@ -43,6 +45,7 @@ from .positions.alibi import ALiBi
 from .positions.cope import CoPE
 from .positions.relative import ShawRelative, T5RelativeBias
 from .positions.rope import RoPE
+from .positions.window import Chunked, SlidingWindow
 from .positions.xpos import XPos
 
 __all__ = [
@@ -80,7 +83,15 @@ class Sizes:
 #: The model's rotary layers run on the fast backend (cached tables, C kernel), which gives
 #: the readable core's numbers (``docs/architecture.md``). ``position_options`` override any
 #: of these arguments.
-SCHEMES: dict[str, tuple[type[PositionScheme], Callable[[Sizes], dict]]] = {
+def _swa_rope(*, head_dim: int, window: int, **rope_options) -> PositionScheme:
+    return SlidingWindow(RoPE(head_dim, **rope_options), window)
+
+
+def _chunk_rope(*, head_dim: int, chunk: int, **rope_options) -> PositionScheme:
+    return Chunked(RoPE(head_dim, **rope_options), chunk)
+
+
+SCHEMES: dict[str, tuple[Callable[..., PositionScheme], Callable[[Sizes], dict]]] = {
     "learned": (LearnedAbsolute, lambda s: dict(max_positions=s.train_len, d_model=s.d_model)),
     "sinusoidal": (Sinusoidal, lambda s: dict(d_model=s.d_model)),
     "rope": (RoPE, lambda s: dict(head_dim=s.head_dim, backend=FAST_ROPE)),
@@ -92,6 +103,10 @@ SCHEMES: dict[str, tuple[type[PositionScheme], Callable[[Sizes], dict]]] = {
     "shaw": (ShawRelative, lambda s: dict(head_dim=s.head_dim, max_distance=16)),
     "cope": (CoPE, lambda s: dict(head_dim=s.head_dim, max_position=s.train_len)),
     "nope": (NoPE, lambda s: {}),
+    # RoPE over a limited span (chapter 11): position_options {"swa_rope": {"window": W}}
+    # or {"chunk_rope": {"chunk": C}}, plus any RoPE option.
+    "swa_rope": (_swa_rope, lambda s: dict(head_dim=s.head_dim, backend=FAST_ROPE)),
+    "chunk_rope": (_chunk_rope, lambda s: dict(head_dim=s.head_dim, backend=FAST_ROPE)),
 }
 
 

@@ -39,9 +39,9 @@ from .data import TASKS, passkey_batch, task_batch, text_batch
 from .model import ModelConfig, TinyGPT, checkpoint_dir, load_checkpoint, save_checkpoint
 from .seed import seed_everything
 
-__all__ = ["TrainConfig", "train", "RECIPES", "train_recipe", "register", "main"]
+__all__ = ["TrainConfig", "train", "bos_window", "RECIPES", "train_recipe", "register", "main"]
 
-DATA = ("text", "text+passkey", *TASKS)
+DATA = ("text", "text+passkey", "text+bos", *TASKS)
 AUGMENT = ("none", "randomized", "pose")
 
 
@@ -51,7 +51,8 @@ class TrainConfig:
 
     ``batch_size`` is per process (under DDP each rank draws its own batch). ``data`` is
     ``"text"``, ``"text+passkey"`` (a ``passkey_fraction`` of each batch replaced by passkey
-    sequences, whose answers get an extra loss of weight ``answer_weight``) or a task of
+    sequences, whose answers get an extra loss of weight ``answer_weight``), ``"text+bos"``
+    (every window starts with the marker :data:`pecourse.data.BOS`) or a task of
     :data:`pecourse.data.TASKS` (loss on the answers only; ``task_options`` go to its
     generator). ``augment`` draws position ids spanning ``augment_len``. ``init_from``
     names a checkpoint (or path) to continue from. ``threads`` is torch's intra-op thread
@@ -118,6 +119,9 @@ def _batch(cfg: TrainConfig, length: int, g: torch.Generator):
     """
     if cfg.data == "text":
         return (*text_batch(cfg.batch_size, length, seed=g), None)
+    if cfg.data == "text+bos":  # chapter 15: every window starts with a marker token
+        x, _ = text_batch(cfg.batch_size, length, seed=g)
+        return bos_window(x), x, None
     if cfg.data == "text+passkey":
         x, y = text_batch(cfg.batch_size, length, seed=g)
         answer = torch.zeros_like(x, dtype=torch.bool)
@@ -128,6 +132,16 @@ def _batch(cfg: TrainConfig, length: int, g: torch.Generator):
         return x, y, answer
     tb = task_batch(cfg.data, cfg.batch_size, length, seed=g, **cfg.task_options)
     return tb.inputs, tb.masked_targets(), None
+
+
+def bos_window(text: torch.Tensor) -> torch.Tensor:
+    """Inputs for ``data="text+bos"``: :data:`pecourse.data.BOS`, then ``text`` without its last
+    character. Its targets are ``text`` itself, so the characters predicted are the same as
+    without the marker; only the first prediction (from the marker alone) is new."""
+    from .data import BOS, VOCAB
+
+    marker = torch.full_like(text[:, :1], VOCAB.index(BOS))
+    return torch.cat([marker, text[:, :-1]], dim=1)
 
 
 def _positions(cfg: TrainConfig, length: int, g: torch.Generator):

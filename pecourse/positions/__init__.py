@@ -17,6 +17,7 @@ module                 schemes                                     place
 ``cope``               contextual positions                        the scores
 ``vo_rope``            VO-RoPE / RoPER                             values (RoPER: + q/k)
 ``augmentation``       randomized positions, PoSE                  (the position ids)
+``window``             sliding windows and chunks around a scheme  the scores (a mask)
 =====================  ==========================================  ======================
 
 NoPE uses no place at all: it is :class:`pecourse.attention.NoPE`. Each scheme's ``places``

@@ -18,6 +18,9 @@ own, independent set of rotation planes:
   contiguous *sections* (``mrope_section``, e.g. ``[16, 24, 24]`` for ``d = 128``): section 0
   is rotated by the temporal id, section 1 by the height id, section 2 by the width id. Text
   tokens get the same id on all three axes, so on text M-RoPE *is* 1D RoPE.
+  ``layout="interleaved"`` deals the frequencies out in turn instead (t, h, w, t, h, w, …),
+  as transformers' Qwen3-VL does (``Qwen3VLTextRotaryEmbedding``, transformers 5.24), so
+  every axis gets fast and slow frequencies.
 
 The angle tables and the rotation are the rotary core's
 (:mod:`pecourse.positions.rotary`), with its numerics.
@@ -50,6 +53,9 @@ __all__ = [
     "pixel_inv_freq",
     "apply_axial_rope",
     "AxialRoPE",
+    "MROPE_LAYOUTS",
+    "MROPE_ADVANCES",
+    "mrope_axis_of",
     "mrope_cos_sin",
     "apply_mrope",
     "mrope_position_ids",
@@ -274,7 +280,7 @@ class AxialRoPE(PositionScheme):
 # --- M-RoPE (Qwen2-VL) ----------------------------------------------------------------------
 
 
-def _check_sections(mrope_section, half: int) -> list[int]:
+def _check_sections(mrope_section, half: int | None) -> list[int]:
     if isinstance(mrope_section, (str, bytes)) or not isinstance(mrope_section, Sequence):
         raise TypeError(
             f"mrope_section must be a sequence of three ints (temporal, height, width), got "
@@ -285,7 +291,7 @@ def _check_sections(mrope_section, half: int) -> list[int]:
         raise ValueError(
             f"mrope_section must have 3 sizes (temporal, height, width), got {sections}"
         )
-    if sum(sections) != half:
+    if half is not None and sum(sections) != half:
         raise ValueError(
             f"mrope_section {sections} sums to {sum(sections)}, but must sum to head_dim/2 = "
             f"{half} (one frequency per rotated pair)"
@@ -303,6 +309,41 @@ def _check_mrope_positions(positions: Tensor) -> Tensor:
     return positions
 
 
+#: How M-RoPE hands its frequencies to the (temporal, height, width) axes.
+MROPE_LAYOUTS = ("sections", "interleaved")
+
+
+def mrope_axis_of(mrope_section: Sequence[int], layout: str = "sections") -> Tensor:
+    r"""Which axis (0 temporal, 1 height, 2 width) drives each of M-RoPE's ``d/2`` frequencies.
+
+    ``layout="sections"`` (Qwen2-VL, arXiv:2409.12191): contiguous blocks,
+    ``[0]*s0 + [1]*s1 + [2]*s2``. ``layout="interleaved"`` (transformers' Qwen3-VL,
+    ``Qwen3VLTextRotaryEmbedding.recomposition_frequencies``, transformers 5.24): frequency
+    ``i`` follows height if ``i % 3 == 1`` and ``i < 3·s1``, width if ``i % 3 == 2`` and
+    ``i < 3·s2``, time otherwise — so each axis gets frequencies from the whole ladder.
+    Returns long ``[d/2]``. Refuses sections that are not three positive ints, an unknown
+    layout, and interleaved sections whose counts the pattern cannot honour
+    (``3·s1`` or ``3·s2`` beyond ``d/2``).
+    """
+    check_choice("layout", layout, MROPE_LAYOUTS)
+    sections = _check_sections(mrope_section, None)
+    half = sum(sections)
+    if layout == "sections":
+        return torch.repeat_interleave(torch.arange(3), torch.tensor(sections))
+    i = torch.arange(half)
+    axis_of = torch.zeros(half, dtype=torch.long)
+    axis_of[(i % 3 == 1) & (i < 3 * sections[1])] = 1
+    axis_of[(i % 3 == 2) & (i < 3 * sections[2])] = 2
+    counts = torch.bincount(axis_of, minlength=3).tolist()
+    if counts != sections:
+        raise ValueError(
+            f"mrope_section {sections} cannot be interleaved over {half} frequencies (the "
+            f"pattern t, h, w, t, h, w, ... gives {counts}); interleaving needs "
+            f"3 * mrope_section[1] and 3 * mrope_section[2] <= head_dim/2 = {half}"
+        )
+    return axis_of
+
+
 def mrope_cos_sin(
     positions: Tensor,
     inv_freq: Tensor,
@@ -310,6 +351,7 @@ def mrope_cos_sin(
     attention_factor: float = 1.0,
     *,
     dtype=torch.float32,
+    layout: str = "sections",
 ) -> tuple[Tensor, Tensor]:
     r"""M-RoPE's cos/sin tables, assembled section by section (arXiv:2409.12191, §2.1).
 
@@ -318,17 +360,24 @@ def mrope_cos_sin(
     ``s`` turns by ``positions[s] · θ_i``: with sections ``[16, 24, 24]``, pairs 0–15 follow
     time, 16–39 height, 40–63 width. This equals transformers' Qwen2-VL assembly
     (``torch.cat([m[i % 3] for i, m in enumerate(freqs.split(mrope_section, -1))])``),
-    one column per pair (not duplicated). Returns ``(cos, sin)`` ``[batch, seq, d/2]`` in
+    one column per pair (not duplicated). ``layout="interleaved"`` deals the frequencies
+    out in turn (:func:`mrope_axis_of`). Returns ``(cos, sin)`` ``[batch, seq, d/2]`` in
     ``dtype``, angles computed in float64, both scaled by ``attention_factor``.
     """
     positions = _check_mrope_positions(positions)
     check_tensor("inv_freq", inv_freq, ndim=1, floating=True)
     sections = _check_sections(mrope_section, inv_freq.shape[0])
     attention_factor = check_float("attention_factor", attention_factor, minimum=0.0)
-    # The tables of each axis, then section s of the frequencies taken from axis s.
+    # The tables of each axis, then frequency i taken from the axis that drives it:
+    # axis_of = [0]*s0 + [1]*s1 + [2]*s2 for sections, or dealt in turn when interleaved.
+    axis_of = mrope_axis_of(sections, layout).to(positions.device)
     tables = [cos_sin(positions[a], inv_freq, attention_factor, dtype=dtype) for a in range(3)]
-    cos = torch.cat([t[0].split(sections, -1)[a] for a, t in enumerate(tables)], -1)
-    sin = torch.cat([t[1].split(sections, -1)[a] for a, t in enumerate(tables)], -1)
+    cos = torch.where(
+        axis_of == 0, tables[0][0], torch.where(axis_of == 1, tables[1][0], tables[2][0])
+    )
+    sin = torch.where(
+        axis_of == 0, tables[0][1], torch.where(axis_of == 1, tables[1][1], tables[2][1])
+    )
     return cos, sin
 
 
@@ -341,6 +390,7 @@ def apply_mrope(
     base: float = 10000.0,
     pairing: str = "half",
     attention_factor: float = 1.0,
+    layout: str = "sections",
 ) -> Tensor:
     r"""Rotate queries or keys with multimodal RoPE (Qwen2-VL, arXiv:2409.12191, §2.1).
 
@@ -348,7 +398,8 @@ def apply_mrope(
     may be 1 to share); ``mrope_section`` three sizes summing to ``head_dim/2``. Uses the
     tables of :func:`mrope_cos_sin` and RoPE's rotation; ``pairing="half"`` is Qwen2-VL's
     (transformers' ``rotate_half``), which this matches to float32 round-off. With all three
-    rows of ``positions`` equal (text) it is exactly 1D RoPE. Returns ``x``'s shape and dtype.
+    rows of ``positions`` equal (text) it is exactly 1D RoPE. ``layout`` is passed to
+    :func:`mrope_cos_sin`. Returns ``x``'s shape and dtype.
     """
     _check_x(x)
     check_choice("pairing", pairing, PAIRINGS)
@@ -361,7 +412,7 @@ def apply_mrope(
     if inv_freq.shape[0] != half:
         raise ValueError(f"inv_freq must have head_dim/2 = {half} entries, got {inv_freq.shape[0]}")
     cos, sin = mrope_cos_sin(
-        positions, inv_freq, mrope_section, attention_factor, dtype=compute_dtype(x)
+        positions, inv_freq, mrope_section, attention_factor, dtype=compute_dtype(x), layout=layout
     )
     return rotate_pairs(x, cos, sin, pairing=pairing)
 
@@ -379,7 +430,13 @@ def _check_segment(i: int, seg) -> int | tuple[int, int, int]:
     )
 
 
-def mrope_position_ids(segments, *, spatial_merge_size: int = 1, device=None) -> Tensor:
+#: How the id after an image or video is chosen (see :func:`mrope_position_ids`).
+MROPE_ADVANCES = ("max_id", "grid_side")
+
+
+def mrope_position_ids(
+    segments, *, spatial_merge_size: int = 1, advance: str = "max_id", device=None
+) -> Tensor:
     r"""M-RoPE position ids ``[3, 1, seq]`` for a sequence of text runs and image/video grids.
 
     ``segments`` lists the sequence in order: an ``int`` ``n`` is ``n`` text tokens; a triple
@@ -391,13 +448,20 @@ def mrope_position_ids(segments, *, spatial_merge_size: int = 1, device=None) ->
     * text ids advance by 1 on all three axes: ``(p, p, p)``;
     * a grid starting at ``p`` gets ``(p + τ, p + r, p + c)`` for frame ``τ``, row ``r``,
       column ``c`` (raster order, frame-major);
-    * the next segment starts at ``max(all ids so far) + 1``. (transformers >= 5 advances by
-      ``max(h, w)`` alone, which agrees whenever ``t <= max(h, w)``, i.e. for every image.)
+    * with ``advance="max_id"`` the next segment starts at ``max(all ids so far) + 1``, the
+      rule of the paper and of transformers 4.x (``st_idx = llm_pos_ids_list[-1].max() + 1``,
+      checked in 4.57.1); with ``advance="grid_side"`` a grid starting at ``p`` moves the
+      next segment to ``p + max(h, w)`` (merged), what transformers 5.x does (checked in
+      5.24: ``current_pos += max(grid_thw[1], grid_thw[2]) // spatial_merge_size``). The two
+      agree whenever ``t <= max(h, w)`` — every image — and differ for a video with more
+      temporal steps than its longer side, whose later frames then share ids with the text
+      after it.
 
     Returns a long tensor ``[3, 1, seq]`` ready for :func:`apply_mrope` (``torch.cat`` along
     dim 1 for a batch).
     """
     merge = check_int("spatial_merge_size", spatial_merge_size, minimum=1)
+    check_choice("advance", advance, MROPE_ADVANCES)
     if isinstance(segments, (str, bytes)) or not isinstance(segments, Sequence) or not segments:
         raise ValueError(
             f"segments must be a non-empty list of text lengths and (t, h, w) grids, got "
@@ -417,14 +481,18 @@ def mrope_position_ids(segments, *, spatial_merge_size: int = 1, device=None) ->
                 )
             ids = grid_positions(t, h // merge, w // merge, device=device) + start
         parts.append(ids)
-        start = int(ids.max()) + 1  # the next segment resumes after the largest id so far
+        if isinstance(seg, tuple) and advance == "grid_side":
+            start += max(seg[1], seg[2]) // merge  # transformers 5.x: the grid's longer side
+        else:
+            start = int(ids.max()) + 1  # the next segment resumes after the largest id so far
     return torch.cat(parts, dim=1)[:, None, :]
 
 
 class MRoPE(PositionScheme):
     r"""Multimodal RoPE (Qwen2-VL, arXiv:2409.12191) as a scheme; see :func:`apply_mrope`.
 
-    ``MRoPE(head_dim, mrope_section, base=10000.0, pairing="half")``. Hook positions are
+    ``MRoPE(head_dim, mrope_section, base=10000.0, pairing="half", layout="sections")``
+    (``layout="interleaved"``: Qwen3-VL's order, see :func:`mrope_axis_of`). Hook positions are
     ``[3, batch, seq]`` (from :func:`mrope_position_ids`). 1-D ``[seq]`` or 2-D
     ``[batch, seq]`` positions are read as *text* and repeated on all three axes — what
     Qwen2-VL does for text-only input — so M-RoPE then equals 1D RoPE. ``rotate`` returns
@@ -438,11 +506,14 @@ class MRoPE(PositionScheme):
         *,
         base: float = 10000.0,
         pairing: str = "half",
+        layout: str = "sections",
     ):
         super().__init__()
         self.head_dim = check_even("head_dim", head_dim)
         self.mrope_section = _check_sections(mrope_section, self.head_dim // 2)
         self.pairing = check_choice("pairing", pairing, PAIRINGS)
+        mrope_axis_of(self.mrope_section, layout)  # refuses a layout the sections cannot take
+        self.layout = layout
         self.inv_freq = rope_frequencies(self.head_dim, check_base(base))
 
     @staticmethod
@@ -457,7 +528,7 @@ class MRoPE(PositionScheme):
     def rotate(
         self, q: Tensor, k: Tensor, q_positions: Tensor, k_positions: Tensor
     ) -> tuple[Tensor, Tensor]:
-        kw = dict(inv_freq=self.inv_freq, pairing=self.pairing)
+        kw = dict(inv_freq=self.inv_freq, pairing=self.pairing, layout=self.layout)
         q = apply_mrope(q, self._as_3d("q_positions", q_positions), self.mrope_section, **kw)
         k = apply_mrope(k, self._as_3d("k_positions", k_positions), self.mrope_section, **kw)
         return q, k
@@ -466,4 +537,5 @@ class MRoPE(PositionScheme):
         return (
             f"head_dim={self.head_dim}, mrope_section={self.mrope_section}, "
             f"pairing={self.pairing!r}"
+            + (f", layout={self.layout!r}" if self.layout != "sections" else "")
         )

@@ -135,7 +135,11 @@ def test_a_forward_pass_reads_no_values_to_validate(plan):
     """On the meta device tensors have shapes but no values: a forward pass that ran a check
     reading values (a host sync on a GPU) would fail here. (xPos is the exception: its centre
     and its overflow guard are computed from the positions' values.)"""
-    cfg = ModelConfig(d_model=16, n_layers=2, n_heads=2, train_len=8, plan=plan)
+    spans = {"swa_rope": {"window": 4}, "chunk_rope": {"chunk": 4}}  # plans that need a size
+    options = {plan: spans[plan]} if plan in spans else {}
+    cfg = ModelConfig(
+        d_model=16, n_layers=2, n_heads=2, train_len=8, plan=plan, position_options=options
+    )
     net = TinyGPT(cfg).to("meta")
     idx = torch.zeros(2, 8, dtype=torch.long, device="meta")
     logits, loss = net(idx, targets=idx)

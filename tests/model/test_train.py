@@ -160,3 +160,17 @@ def test_retraining_nope_matches_its_shipped_metrics(tmp_path):
     assert abs(rec["metrics"]["val_loss"] - shipped["metrics"]["val_loss"]) < 0.03
     curve = dict(map(tuple, shipped["loss_curve"]))
     assert abs(rec["loss_curve"][-1][1] - curve[rec["loss_curve"][-1][0]]) < 0.1
+
+
+def test_text_with_a_start_marker():
+    from pecourse.data import BOS, VOCAB, text_batch
+    from pecourse.train import _batch
+
+    x, y, answer = _batch(
+        TrainConfig(data="text+bos", batch_size=3), 16, torch.Generator().manual_seed(0)
+    )
+    text, _ = text_batch(3, 16, seed=torch.Generator().manual_seed(0))
+    assert (x[:, 0] == VOCAB.index(BOS)).all() and answer is None
+    assert torch.equal(x[:, 1:], text[:, :-1]) and torch.equal(y, text)  # same characters predicted
+    _, rec = _run(data="text+bos", steps=3)
+    assert len(rec["loss_curve"]) == 3

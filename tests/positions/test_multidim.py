@@ -14,6 +14,7 @@ from pecourse.positions.multidim import (
     apply_mrope,
     axial_inv_freq,
     grid_positions,
+    mrope_axis_of,
     mrope_cos_sin,
     mrope_position_ids,
     pixel_coordinates,
@@ -213,6 +214,93 @@ def test_mrope_position_ids_match_qwen2_vl_get_rope_index():
     types_ = [0] * 3 + [1] * 6 + [0] * 2 + [1] + [0]
     want = _qwen_rope_index(types_, [[1, 4, 6], [1, 2, 2]], merge=2)
     assert torch.equal(mrope_position_ids(segments, spatial_merge_size=2), want)
+
+
+def _qwen3_vl(head_dim, sections, base=10000.0):
+    from transformers.models.qwen3_vl.configuration_qwen3_vl import Qwen3VLTextConfig
+    from transformers.models.qwen3_vl.modeling_qwen3_vl import Qwen3VLTextRotaryEmbedding
+
+    config = Qwen3VLTextConfig(
+        hidden_size=2 * head_dim,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        head_dim=head_dim,
+        rope_parameters={"rope_type": "default", "rope_theta": base, "mrope_section": sections},
+    )
+    return Qwen3VLTextRotaryEmbedding(config)
+
+
+def test_interleaved_mrope_matches_transformers_qwen3_vl():
+    from transformers.models.qwen3_vl.modeling_qwen3_vl import apply_rotary_pos_emb
+
+    head_dim, sections = 32, [6, 5, 5]  # the shape of Qwen3-VL's [24, 20, 20] for d = 128
+    q, k = _randn(2, 2, 11, head_dim, seed=3), _randn(2, 2, 11, head_dim, seed=4)
+    pos = torch.cat(
+        [mrope_position_ids([3, (1, 2, 3), 2]), mrope_position_ids([1, (2, 2, 2), 2])], dim=1
+    )
+    cos, sin = _qwen3_vl(head_dim, sections)(q, pos)
+    want_q, want_k = apply_rotary_pos_emb(q, k, cos, sin)
+    got_q = apply_mrope(q, pos, sections, layout="interleaved")
+    torch.testing.assert_close(got_q, want_q, rtol=1e-5, atol=1e-5)
+    scheme = MRoPE(head_dim, sections, layout="interleaved")
+    _, got_k = scheme.rotate(q, k, pos, pos)
+    torch.testing.assert_close(got_k, want_k, rtol=1e-5, atol=1e-5)
+    # and it is not the contiguous layout
+    assert not torch.allclose(apply_mrope(q, pos, sections), want_q, atol=1e-3)
+
+
+def test_mrope_axis_of_layouts():
+    assert mrope_axis_of([2, 3, 3]).tolist() == [0, 0, 1, 1, 1, 2, 2, 2]
+    assert mrope_axis_of([3, 3, 2], "interleaved").tolist() == [0, 1, 2, 0, 1, 2, 0, 1]
+    inter = mrope_axis_of([24, 20, 20], "interleaved")  # Qwen3-VL, d = 128
+    assert torch.bincount(inter).tolist() == [24, 20, 20]
+    assert inter[:6].tolist() == [0, 1, 2, 0, 1, 2] and inter[60:].tolist() == [0, 0, 0, 0]
+
+
+def test_interleaving_refuses_sections_it_cannot_honour():
+    with pytest.raises(ValueError, match="cannot be interleaved"):
+        mrope_axis_of([16, 24, 24], "interleaved")  # 3 * 24 > 64: height would get 21
+    with pytest.raises(ValueError, match="cannot be interleaved"):
+        mrope_axis_of([2, 3, 3], "interleaved")  # the pattern gives [3, 3, 2]
+    with pytest.raises(ValueError, match="layout"):
+        MRoPE(32, [6, 5, 5], layout="diagonal")
+
+
+def _qwen_rope_index_video(token_types, video_grids, merge):
+    from transformers.models.qwen2_vl.modeling_qwen2_vl import Qwen2VLModel
+
+    fake = types.SimpleNamespace(
+        config=types.SimpleNamespace(vision_config=types.SimpleNamespace(spatial_merge_size=merge))
+    )
+    fake.get_vision_position_ids = functools.partial(Qwen2VLModel.get_vision_position_ids, fake)
+    tt = torch.tensor([token_types])
+    return Qwen2VLModel.get_rope_index(
+        fake, torch.zeros_like(tt), tt, video_grid_thw=torch.tensor(video_grids)
+    )
+
+
+def test_grid_side_advance_matches_transformers_5_on_a_long_video():
+    # 2 text, a video of 6 temporal patches x 2x2 tokens, 3 text: t = 6 > max(h, w) = 2
+    segments = [2, (6, 2, 2), 3]
+    types_ = [0] * 2 + [2] * 24 + [0] * 3
+    want, deltas = _qwen_rope_index_video(types_, [[6, 2, 2]], merge=1)
+    got = mrope_position_ids(segments, advance="grid_side")
+    assert torch.equal(got, want)
+    # the rule of 4.x and of the paper starts the text after the video's last frame instead
+    max_id = mrope_position_ids(segments)
+    assert max_id[:, 0, -3].tolist() == [8, 8, 8] and got[:, 0, -3].tolist() == [4, 4, 4]
+    # rope_deltas: the id the next token gets minus its index, what decoding adds on
+    assert int(deltas) == int(want.max()) + 1 - len(types_)
+
+
+def test_advances_agree_for_images():
+    segments = [3, (1, 4, 6), 2, (1, 2, 2), 1]
+    assert torch.equal(
+        mrope_position_ids(segments, spatial_merge_size=2),
+        mrope_position_ids(segments, spatial_merge_size=2, advance="grid_side"),
+    )
+    with pytest.raises(ValueError, match="advance"):
+        mrope_position_ids([1, (1, 2, 2)], advance="max")
 
 
 # --- refusals -----------------------------------------------------------------------------

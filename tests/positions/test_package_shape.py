@@ -18,6 +18,7 @@ from pecourse.positions.relative import ShawKeysOnly, ShawRelative, T5RelativeBi
 from pecourse.positions.rope import RoPE
 from pecourse.positions.rope_inference import LeakyReRoPE, ReRoPE, SelfExtend
 from pecourse.positions.vo_rope import RoPER, VORoPE
+from pecourse.positions.window import Chunked, SlidingWindow
 from pecourse.positions.xpos import XPos
 
 MODULES = [
@@ -54,6 +55,8 @@ INSTANCES = {
     CoPE: lambda: CoPE(HEAD_DIM, 4),
     VORoPE: lambda: VORoPE(HEAD_DIM),
     RoPER: lambda: RoPER(HEAD_DIM),
+    SlidingWindow: lambda: SlidingWindow(RoPE(HEAD_DIM), 3),
+    Chunked: lambda: Chunked(RoPE(HEAD_DIM), 3),
 }
 
 
@@ -122,3 +125,9 @@ def test_every_family_module_is_in_the_package_table():
     for module in MODULES:
         short = module.__name__.rsplit(".", 1)[1]
         assert f"``{short}``" in positions.__doc__, f"{short} missing from the table"
+
+
+def test_a_wrapper_uses_its_inner_schemes_places_and_its_own():
+    assert SlidingWindow(RoPE(HEAD_DIM), 3).places == ("qk", "scores")
+    alibi_window = Chunked(ALiBi(HEADS), 3)
+    assert alibi_window.places == ("scores",) == _places_in_use(alibi_window)

@@ -1,0 +1,995 @@
+r"""Seeded studies behind chapters 10, 11 and 15: small models trained from scratch, several
+seeds, every number with its interval.
+
+The shipped checkpoints (:mod:`pecourse.train`) are one seed each. The studies here retrain
+the models a chapter draws a conclusion from, with several seeds, and evaluate them on
+fixed held-out sets. Each study returns a JSON-serialisable dict (a *recording*) with
+
+* ``protocol`` — everything needed to rerun it: model sizes, training options, evaluation
+  lengths and sample counts, the interval method;
+* ``seeds`` — the list of training seeds;
+* ``runs`` — one entry per (variant, seed): the loss curve and the raw numbers measured;
+* ``summary`` — per variant and measurement: the per-seed values, their mean, min and max;
+* ``cpu_seconds`` and ``versions`` — what it cost and what it ran on.
+
+An accuracy of one seed carries a 95% percentile-bootstrap interval over the evaluation
+samples (:func:`bootstrap_interval`); the spread across seeds is reported as the per-seed
+values themselves (three seeds are too few for an interval). :func:`record` writes a
+recording to ``pecourse/results/<name>.json``; :func:`load` reads it back.
+
+========================================  ==================================================
+:func:`grid_width_transfer`               chapter 05: a one-layer model learns "the patch
+                                          below" at one grid width with 1D or 2D RoPE;
+                                          tested at other widths
+:func:`cope_selective_copy`               chapter 10: CoPE vs RoPE on selective copy, RoPE
+                                          given 6× the steps, tested on the training, dense
+                                          and sparse splits
+:func:`cope_counting`                     chapter 10: the shipped counting models, with
+                                          intervals
+:func:`text_extrapolation`                chapters 11 and 15: the shipped rope, nope, irope
+                                          and alibi checkpoints from 64 to 512 characters
+:func:`imposed_windows`                   chapter 11: the shipped rope and irope models with
+                                          a sliding window imposed on their RoPE layers
+:func:`windowed_passkey`                  chapter 11: passkey retrieval with windowed RoPE
+                                          layers, with and without a full-attention NoPE
+                                          layer
+:func:`nope_anchor`                       chapter 15: RoPE, NoPE and NoPE with a start
+                                          marker on text
+:func:`counting_length_generalisation`    chapter 15: NoPE, RoPE and ALiBi trained on
+                                          counting at 64, tested at 64, 128 and 256
+========================================  ==================================================
+
+``python -m pecourse.studies run NAME`` reruns a study and rewrites its recording (minutes
+of CPU each; the chapter says how many).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import platform
+import sys
+import time
+from pathlib import Path
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from ._validate import check_choice, check_float, check_int
+from .data import task_batch
+from .model import ModelConfig, TinyGPT
+
+__all__ = [
+    "bootstrap_interval",
+    "per_sample_accuracy",
+    "GridAttention",
+    "grid_width_transfer",
+    "cope_selective_copy",
+    "cope_counting",
+    "windowed_passkey",
+    "imposed_windows",
+    "text_extrapolation",
+    "per_window_loss",
+    "nope_anchor",
+    "text_window_losses",
+    "counting_length_generalisation",
+    "wilson_interval",
+    "STUDIES",
+    "record",
+    "load",
+    "results_dir",
+]
+
+
+# --- intervals and per-sample scores --------------------------------------------------------
+
+
+def bootstrap_interval(
+    values, *, level: float = 0.95, resamples: int = 2000, seed: int = 0
+) -> tuple[float, float]:
+    r"""Percentile-bootstrap interval for the mean of ``values`` (Efron & Tibshirani 1993, §13.3).
+
+    Draws ``resamples`` samples of ``len(values)`` with replacement, takes each mean, and
+    returns the ``(1 - level)/2`` and ``(1 + level)/2`` quantiles of those means. Fixed
+    ``seed``, so the interval is reproducible. Refuses an empty or non-finite input, a
+    ``level`` outside (0, 1) and fewer than 100 resamples.
+    """
+    x = torch.as_tensor(values, dtype=torch.float64).flatten()
+    if x.numel() == 0:
+        raise ValueError("values must hold at least one number")
+    if not torch.isfinite(x).all():
+        raise ValueError("values must be finite")
+    level = check_float("level", level, minimum=0.0, maximum=1.0, strict_minimum=True)
+    if level >= 1.0:
+        raise ValueError(f"level must be < 1, got {level}")
+    resamples = check_int("resamples", resamples, minimum=100)
+    g = torch.Generator().manual_seed(check_int("seed", seed, minimum=0))
+    idx = torch.randint(0, x.numel(), (resamples, x.numel()), generator=g)
+    means = x[idx].mean(dim=1)
+    lo, hi = torch.quantile(
+        means, torch.tensor([(1 - level) / 2, (1 + level) / 2], dtype=means.dtype)
+    )
+    return float(lo), float(hi)
+
+
+def wilson_interval(successes: int, trials: int, *, level: float = 0.95) -> tuple[float, float]:
+    r"""Wilson score interval for a binomial proportion (Wilson 1927; Brown, Cai & DasGupta 2001).
+
+    For ``k`` successes in ``n`` trials and ``z`` the normal quantile of ``(1 + level)/2``:
+    centre ``(k + z²/2)/(n + z²)``, half-width ``z·sqrt(k(n-k)/n + z²/4)/(n + z²)``. Unlike
+    the normal approximation it stays inside [0, 1] and is not empty at 0 or ``n`` successes.
+    Refuses negative counts, ``k > n``, ``n < 1`` and a ``level`` outside (0, 1).
+    """
+    import statistics
+
+    n = check_int("trials", trials, minimum=1)
+    k = check_int("successes", successes, minimum=0, maximum=n)
+    level = check_float("level", level, minimum=0.0, maximum=1.0, strict_minimum=True)
+    if level >= 1.0:
+        raise ValueError(f"level must be < 1, got {level}")
+    z = statistics.NormalDist().inv_cdf((1 + level) / 2)
+    centre = (k + z * z / 2) / (n + z * z)
+    half = z * math.sqrt(k * (n - k) / n + z * z / 4) / (n + z * z)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+@torch.no_grad()
+def per_sample_accuracy(
+    model: TinyGPT,
+    task: str,
+    length: int,
+    *,
+    samples: int = 256,
+    seed: int = 4321,
+    exact: bool = False,
+    batch_size: int = 64,
+    **options,
+) -> torch.Tensor:
+    """Accuracy of each evaluation sequence of a synthetic task, ``[samples]`` float64.
+
+    A sequence scores the fraction of its answer tokens predicted (argmax) correctly, or with
+    ``exact=True`` 1.0 only if every answer token is right — which, with teacher forcing, is
+    exactly when greedy decoding reproduces the answer. The batch comes from
+    :func:`pecourse.data.task_batch` with the fixed ``seed`` (a different stream from any
+    training seed). Refuses a model that is not a :class:`TinyGPT` and what ``task_batch``
+    refuses.
+    """
+    if not isinstance(model, TinyGPT):
+        raise TypeError(f"model must be a pecourse.model.TinyGPT, got {type(model).__name__}")
+    samples = check_int("samples", samples, minimum=1)
+    b = task_batch(task, samples, length, seed=seed, **options)
+    scores = []
+    for i in range(0, samples, batch_size):
+        x, y, a = (t[i : i + batch_size] for t in (b.inputs, b.targets, b.answer))
+        right = (model(x)[0].argmax(-1) == y) & a
+        if exact:
+            scores.append(((right | ~a).all(dim=1)).double())
+        else:
+            scores.append(right.sum(1).double() / a.sum(1).clamp(min=1).double())
+    return torch.cat(scores)
+
+
+def _score(values: torch.Tensor) -> dict:
+    lo, hi = bootstrap_interval(values)
+    return {"mean": round(float(values.mean()), 4), "ci95": [round(lo, 4), round(hi, 4)]}
+
+
+def _spread(per_seed: list[float]) -> dict:
+    return {
+        "per_seed": [round(v, 4) for v in per_seed],
+        "mean": round(sum(per_seed) / len(per_seed), 4),
+        "min": round(min(per_seed), 4),
+        "max": round(max(per_seed), 4),
+    }
+
+
+def _train_one(model_kwargs: dict, train_kwargs: dict) -> tuple[TinyGPT, list, float]:
+    """Train one model with :func:`pecourse.train.train`; return it, its curve and CPU time."""
+    from .train import TrainConfig, train
+
+    start = time.process_time()
+    model, rec = train(
+        ModelConfig(**model_kwargs), TrainConfig(**train_kwargs), progress=False, evaluate=False
+    )
+    return model, rec["loss_curve"], time.process_time() - start
+
+
+def _versions() -> dict:
+    return {"python": platform.python_version(), "torch": torch.__version__}
+
+
+def _check_seeds(seeds) -> list[int]:
+    seeds = list(seeds)
+    if not seeds:
+        raise ValueError("seeds must list at least one training seed")
+    return [check_int(f"seeds[{i}]", s, minimum=0) for i, s in enumerate(seeds)]
+
+
+# --- chapter 05: does "below" transfer to another grid width? ------------------------------
+
+
+class GridAttention(nn.Module):
+    r"""One bidirectional attention head over a grid of tokens, for "copy the patch below".
+
+    Token embedding (no position), one head whose queries and keys are rotated by
+    ``scheme`` (1D RoPE on the raster index, or axial 2D RoPE on (row, column)), a linear
+    read-out. The linear maps have biases, so a query and a key can carry a
+    content-independent part: that is what lets attention pick a fixed *offset* whatever
+    the tokens. ``forward(tokens [b, n], positions) -> logits [b, n, vocab]``.
+    """
+
+    def __init__(self, scheme, *, vocab: int = 16, d: int = 32):
+        super().__init__()
+        self.vocab, self.d = check_int("vocab", vocab, minimum=2), check_int("d", d, minimum=2)
+        self.emb = nn.Embedding(vocab, d)
+        self.q, self.k, self.v = (nn.Linear(d, d) for _ in range(3))
+        self.out = nn.Linear(d, vocab)
+        self.scheme = scheme
+
+    def forward(self, tokens: torch.Tensor, positions: torch.Tensor, *, return_probs=False):
+        from .attention import attention
+
+        x = self.emb(tokens)[:, None]  # [b, 1 head, n, d]
+        o, probs = attention(
+            self.q(x),
+            self.k(x),
+            self.v(x),
+            self.scheme,
+            causal=False,
+            q_positions=positions,
+            k_positions=positions,
+            return_probs=True,
+        )
+        logits = self.out(o[:, 0])
+        return (logits, probs[:, 0]) if return_probs else logits
+
+
+def _grid_batch(n: int, height: int, width: int, vocab: int, g: torch.Generator):
+    """Random grids flattened in raster order; the target of a patch is the patch below it."""
+    tokens = torch.randint(0, vocab, (n, height, width), generator=g)
+    target = torch.full_like(tokens, -100)  # the bottom row has nothing below: not scored
+    target[:, :-1] = tokens[:, 1:]
+    return tokens.flatten(1), target.flatten(1)
+
+
+def _grid_positions(kind: str, height: int, width: int) -> torch.Tensor:
+    from .positions.multidim import grid_positions
+
+    return torch.arange(height * width) if kind == "1d" else grid_positions(height, width)
+
+
+def grid_width_transfer(
+    seeds=(0, 1, 2),
+    *,
+    height: int = 8,
+    train_width: int = 12,
+    test_widths=(8, 12, 16),
+    steps: int = 600,
+    base: float = 100.0,
+    samples: int = 256,
+) -> dict:
+    r"""Train :class:`GridAttention` to copy the patch below at one width; test at others.
+
+    Two position schemes with the same head (``d = 32``) and ``base``: 1D RoPE on the raster
+    index, where "below" is the offset ``W`` and so depends on the width, and axial 2D RoPE
+    (Heo et al. 2024, arXiv:2403.13298), where it is ``(1, 0)`` at every width. Each seed
+    trains both for ``steps`` steps of 32 random ``height × train_width`` grids (Adam, lr
+    1e-2) and scores ``samples`` fixed grids of every test width: the fraction of patches
+    (all but the bottom row) whose below-neighbour is predicted, with a bootstrap interval
+    over grids. Chance is ``1/16``.
+    """
+    seeds = _check_seeds(seeds)
+    height = check_int("height", height, minimum=2)
+    train_width = check_int("train_width", train_width, minimum=1)
+    widths = [check_int("test_widths[]", w, minimum=1) for w in test_widths]
+    steps = check_int("steps", steps, minimum=1)
+    samples = check_int("samples", samples, minimum=1)
+    from .positions.multidim import AxialRoPE
+    from .positions.rope import RoPE
+
+    vocab, d = 16, 32
+    runs, cpu = [], 0.0
+    for kind in ("1d", "2d"):
+        for seed in seeds:
+            start = time.process_time()
+            torch.manual_seed(seed)
+            scheme = RoPE(d, base=base) if kind == "1d" else AxialRoPE(d, base=base)
+            model = GridAttention(scheme, vocab=vocab, d=d)
+            opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+            g = torch.Generator().manual_seed(seed)
+            pos = _grid_positions(kind, height, train_width)
+            curve = []
+            for step in range(steps):
+                x, y = _grid_batch(32, height, train_width, vocab, g)
+                loss = F.cross_entropy(model(x, pos).flatten(0, 1), y.flatten())
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                opt.step()
+                if step % 50 == 0 or step == steps - 1:
+                    curve.append([step, round(loss.item(), 4)])
+            run = {"scheme": kind, "seed": seed, "loss_curve": curve}
+            with torch.no_grad():
+                for w in widths:
+                    x, y = _grid_batch(samples, height, w, vocab, torch.Generator().manual_seed(99))
+                    logits, probs = model(x, _grid_positions(kind, height, w), return_probs=True)
+                    scored = y != -100
+                    per_grid = ((logits.argmax(-1) == y) & scored).sum(1).double()
+                    run[f"width_{w}"] = _score(per_grid / scored.sum(1).double())
+                    # where the attention of the scored patches goes: the patch below, or keys
+                    # whose column offset is larger than any in a train_width-wide grid
+                    r, c = _grid_positions("2d", height, w)
+                    below = (r[None, :] == r[:, None] + 1) & (c[None, :] == c[:, None])
+                    unseen = (c[None, :] - c[:, None]).abs() >= train_width
+                    rows = probs[:, scored[0]]  # [samples, scored queries, keys]
+                    run[f"width_{w}"]["attention_below"] = round(
+                        float((rows * below[scored[0]]).sum(-1).mean()), 4
+                    )
+                    run[f"width_{w}"]["attention_unseen_offsets"] = round(
+                        float((rows * unseen[scored[0]]).sum(-1).mean()), 4
+                    )
+            seconds = time.process_time() - start
+            run["cpu_seconds"] = round(seconds, 1)
+            cpu += seconds
+            runs.append(run)
+    summary = {
+        kind: {
+            f"width_{w}": _spread([r[f"width_{w}"]["mean"] for r in runs if r["scheme"] == kind])
+            for w in widths
+        }
+        for kind in ("1d", "2d")
+    }
+    return {
+        "name": "grid_width_transfer",
+        "protocol": {
+            "task": "predict the token of the patch directly below (vocabulary 16, chance 1/16)",
+            "model": f"GridAttention: one bidirectional head, d = 32, RoPE base {base:g}",
+            "height": height,
+            "train_width": train_width,
+            "test_widths": widths,
+            "train": {"steps": steps, "batch": 32, "optimizer": "Adam", "lr": 1e-2},
+            "eval_samples": samples,
+            "eval_seed": 99,
+            "interval": "95% percentile bootstrap over evaluation grids, 2000 resamples",
+        },
+        "seeds": seeds,
+        "runs": runs,
+        "summary": summary,
+        "cpu_seconds": round(cpu, 1),
+        "versions": _versions(),
+    }
+
+
+# --- chapter 10: CoPE vs RoPE on selective copy ---------------------------------------------
+
+#: The model of the shipped ``cope_selective_copy`` / ``rope_selective_copy`` checkpoints.
+COPY_MODEL = dict(d_model=64, n_layers=4, n_heads=4, train_len=64)
+#: Test splits: same 8 letters, fewer blanks (dense), as trained, more blanks (sparse).
+COPY_SPLITS = {"dense": 32, "train": 64, "sparse": 128}
+
+
+def cope_selective_copy(
+    seeds=(0, 1, 2),
+    *,
+    steps: dict | None = None,
+    samples: int = 512,
+    splits: dict | None = None,
+) -> dict:
+    r"""CoPE vs RoPE on selective copy (Golovneva et al. 2024, arXiv:2405.18719, §5), per seed.
+
+    Both schemes use the shipped model (4 layers, ``d = 64``, trained on length 64 with 8
+    letters among blanks) and the shipped recipe, except the number of steps: ``steps``
+    maps ``"cope"``/``"rope"`` to a budget (default 600 for CoPE, the shipped recipe, and
+    4000 for RoPE, more than six times as many). Each model is tested on three splits of
+    the same task — ``splits`` maps a name to a sequence length: fewer blanks between the 8
+    letters (``dense``, 32), as in training (``train``, 64), more (``sparse``, 128) — with
+    ``samples`` fixed evaluation sequences each. Scores: answer-token accuracy and exact
+    match per sequence, with a bootstrap interval over sequences.
+    """
+    seeds = _check_seeds(seeds)
+    steps = {"cope": 600, "rope": 4000, **(steps or {})}
+    splits = dict(splits or COPY_SPLITS)
+    samples = check_int("samples", samples, minimum=1)
+    from .train import RECIPES
+
+    base = RECIPES["cope_selective_copy"]["train"]
+    for scheme in ("cope", "rope"):  # refuse a bad budget before spending minutes on training
+        check_int(f"steps[{scheme!r}]", steps[scheme], minimum=1)
+    runs, cpu = [], 0.0
+    for scheme in ("cope", "rope"):
+        for seed in seeds:
+            train_kwargs = {**base, "steps": steps[scheme], "seed": seed}
+            model, curve, seconds = _train_one({**COPY_MODEL, "plan": scheme}, train_kwargs)
+            cpu += seconds
+            run = {"scheme": scheme, "seed": seed, "cpu_seconds": round(seconds, 1)}
+            run["loss_curve"] = curve
+            for split, length in splits.items():
+                acc = per_sample_accuracy(model, "selective_copy", length, samples=samples)
+                exact = per_sample_accuracy(
+                    model, "selective_copy", length, samples=samples, exact=True
+                )
+                run[split] = {"accuracy": _score(acc), "exact_match": _score(exact)}
+            runs.append(run)
+    summary = {
+        scheme: {
+            split: {
+                metric: _spread([r[split][metric]["mean"] for r in runs if r["scheme"] == scheme])
+                for metric in ("accuracy", "exact_match")
+            }
+            for split in splits
+        }
+        for scheme in ("cope", "rope")
+    }
+    return {
+        "name": "cope_selective_copy",
+        "protocol": {
+            "task": "selective_copy (8 letters among blanks, then '|' and the letters)",
+            "model": COPY_MODEL,
+            "train": {**base, "steps": steps, "seed": "per run"},
+            "splits": splits,
+            "eval_samples": samples,
+            "eval_seed": 4321,
+            "interval": "95% percentile bootstrap over evaluation sequences, 2000 resamples",
+        },
+        "seeds": seeds,
+        "runs": runs,
+        "summary": summary,
+        "cpu_seconds": round(cpu, 1),
+        "versions": _versions(),
+    }
+
+
+def cope_counting(*, lengths=(64, 128), samples: int = 512) -> dict:
+    """The shipped ``cope_counting`` and ``rope_counting`` checkpoints (one seed each) on the
+    counting task at the training length and at twice it: answer accuracy per sequence, with
+    a bootstrap interval over ``samples`` fixed sequences. Evaluation only (seconds)."""
+    from .model import checkpoint_info, load_checkpoint
+
+    samples = check_int("samples", samples, minimum=1)
+    lengths = [check_int("lengths[]", n, minimum=8) for n in lengths]
+    start = time.process_time()
+    rows = []
+    for scheme in ("cope", "rope"):
+        name = f"{scheme}_counting"
+        model = load_checkpoint(name)
+        row = {"model": name, "scheme": scheme, "seed": checkpoint_info(name)["train"]["seed"]}
+        for n in lengths:
+            row[f"length_{n}"] = _score(per_sample_accuracy(model, "counting", n, samples=samples))
+        rows.append(row)
+    return {
+        "name": "cope_counting",
+        "protocol": {
+            "task": "counting ('+' since the last '*', asked after '=')",
+            "checkpoints": [r["model"] for r in rows],
+            "lengths": lengths,
+            "eval_samples": samples,
+            "eval_seed": 4321,
+            "interval": "95% percentile bootstrap over evaluation sequences, 2000 resamples",
+        },
+        "seeds": sorted({r["seed"] for r in rows}),
+        "runs": rows,
+        "cpu_seconds": round(time.process_time() - start, 1),
+        "versions": _versions(),
+    }
+
+
+# --- chapter 11: windows imposed on trained models; windowed RoPE with and without NoPE -------
+
+
+@torch.no_grad()
+def per_window_loss(
+    model: TinyGPT, length: int, *, tokens: int = 65536, batch_size: int = 16
+) -> torch.Tensor:
+    """Next-character loss (nats) at every position of non-overlapping validation windows.
+
+    The first ``tokens`` characters of the validation text cut into windows of ``length``;
+    returns ``[windows, length]`` float64, so a perplexity and its bootstrap interval over
+    windows come from the same numbers. Refuses a model that is not a :class:`TinyGPT`.
+    """
+    from .data import corpus
+
+    if not isinstance(model, TinyGPT):
+        raise TypeError(f"model must be a pecourse.model.TinyGPT, got {type(model).__name__}")
+    length = check_int("length", length, minimum=2)
+    tokens = check_int("tokens", tokens, minimum=length)
+    data = corpus("validation")[: tokens + 1]
+    n = tokens // length
+    windows = torch.stack([data[i * length : i * length + length + 1] for i in range(n)])
+    out = []
+    for i in range(0, n, batch_size):
+        w = windows[i : i + batch_size]
+        logits = model(w[:, :-1])[0]
+        out.append(F.cross_entropy(logits.transpose(1, 2).float(), w[:, 1:], reduction="none"))
+    return torch.cat(out).double()
+
+
+def _perplexity(losses: torch.Tensor) -> dict:
+    """Perplexity of per-window mean losses, with a bootstrap interval over windows."""
+    lo, hi = bootstrap_interval(losses)
+    mean = float(losses.mean())
+    return {
+        "perplexity": round(math.exp(mean), 3),
+        "ci95": [round(math.exp(lo), 3), round(math.exp(hi), 3)],
+    }
+
+
+def text_extrapolation(
+    checkpoints=("rope", "nope", "irope", "alibi"),
+    *,
+    lengths=(64, 128, 256, 512),
+    tokens: int = 65536,
+    bands_at: int = 256,
+) -> dict:
+    r"""Shipped text checkpoints (trained on 64 characters, one seed each) from 64 to 512 characters.
+
+    Perplexity on ``tokens`` validation characters cut into non-overlapping windows of each
+    length (Press et al. 2022, arXiv:2108.12409, the extrapolation protocol), with a bootstrap
+    interval over windows; at ``bands_at``, the mean loss of positions 0–63, 64–127 and the
+    rest, each with its interval. Evaluation only.
+    """
+    from .model import checkpoint_info, load_checkpoint
+
+    lengths = [check_int("lengths[]", n, minimum=2) for n in lengths]
+    start = time.process_time()
+    rows = []
+    for name in checkpoints:
+        model = load_checkpoint(name)
+        row = {"checkpoint": name, "seed": checkpoint_info(name)["train"].get("seed", 0)}
+        for n in lengths:
+            losses = per_window_loss(model, n, tokens=tokens)
+            row[str(n)] = _perplexity(losses.mean(1))
+            if n == bands_at:
+                row["bands"] = {
+                    f"{a}-{b - 1}": _score(losses[:, a:b].mean(1))
+                    for a, b in ((0, 64), (64, 128), (128, n))
+                }
+        rows.append(row)
+    return {
+        "name": "text_extrapolation",
+        "protocol": {
+            "checkpoints": list(checkpoints),
+            "lengths": lengths,
+            "eval_tokens": tokens,
+            "bands_at": bands_at,
+            "split": "validation (every 20th chapter), non-overlapping windows from its start",
+            "interval": "95% percentile bootstrap over windows, 2000 resamples",
+        },
+        "seeds": sorted({r["seed"] for r in rows}),
+        "runs": rows,
+        "cpu_seconds": round(time.process_time() - start, 1),
+        "versions": _versions(),
+    }
+
+
+def imposed_windows(*, lengths=(64, 512), tokens: int = 65536, window: int = 64) -> dict:
+    r"""Chapter 11's intervention: a sliding window imposed, at evaluation, on trained RoPE layers.
+
+    The shipped ``rope`` and ``irope`` checkpoints (trained on 64 characters, full causal
+    attention, one seed each) are evaluated as trained and with every RoPE layer restricted
+    to a sliding window of ``window`` keys (:class:`pecourse.positions.window.SlidingWindow`),
+    on ``tokens`` validation characters cut into windows of each length. Reports perplexity
+    with a bootstrap interval over windows; at the shortest length, the loss of the first 8
+    positions and of the rest; at the longest, the loss of the first ``window`` positions and
+    of the rest, and the paired difference with the shortest length on the same characters
+    (each long window against the short windows that tile it).
+    """
+    import copy
+
+    from .model import checkpoint_info, load_checkpoint
+    from .positions.rope import RoPE
+    from .positions.window import SlidingWindow
+
+    lengths = [check_int("lengths[]", n, minimum=2) for n in lengths]
+    window = check_int("window", window, minimum=1)
+    start = time.process_time()
+
+    def windowed(model):
+        m = copy.deepcopy(model)
+        for block in m.blocks:
+            if isinstance(block.attn.scheme, RoPE):
+                block.attn.scheme = SlidingWindow(block.attn.scheme, window)
+        return m
+
+    rows = []
+    for name in ("rope", "irope"):
+        base = load_checkpoint(name)
+        for variant, model in ((name, base), (f"{name}, RoPE layers windowed", windowed(base))):
+            row = {
+                "variant": variant,
+                "checkpoint": name,
+                "seed": checkpoint_info(name)["train"]["seed"],
+            }
+            short, long = min(lengths), max(lengths)
+            by_length = {n: per_window_loss(model, n, tokens=tokens) for n in lengths}
+            for n, losses in by_length.items():
+                row[str(n)] = _perplexity(losses.mean(1))
+            row[str(short)]["first_8_positions_loss"] = _score(by_length[short][:, :8].mean(1))
+            row[str(short)]["later_positions_loss"] = _score(by_length[short][:, 8:].mean(1))
+            if long > window and long % short == 0:
+                losses = by_length[long]
+                row[str(long)]["first_positions_loss"] = _score(losses[:, :window].mean(1))
+                row[str(long)]["later_positions_loss"] = _score(losses[:, window:].mean(1))
+                tiles = by_length[short].mean(1)[: len(losses) * (long // short)]
+                paired = tiles.view(len(losses), long // short).mean(1) - losses.mean(1)
+                row[str(long)][f"loss_{short}_minus_loss_{long}"] = _score(paired)
+            rows.append(row)
+    return {
+        "name": "imposed_windows",
+        "protocol": {
+            "checkpoints": ["rope", "irope"],
+            "window": window,
+            "lengths": lengths,
+            "eval_tokens": tokens,
+            "split": "validation (every 20th chapter), non-overlapping windows from its start",
+            "interval": "95% percentile bootstrap over windows, 2000 resamples",
+        },
+        "seeds": sorted({r["seed"] for r in rows}),
+        "runs": rows,
+        "cpu_seconds": round(time.process_time() - start, 1),
+        "versions": _versions(),
+    }
+
+
+# --- chapter 11: can windowed RoPE layers retrieve without a NoPE layer? ---------------------
+
+#: The model of the shipped passkey checkpoints (``rope_passkey``): sizes and recipe.
+PASSKEY_MODEL = dict(d_model=64, n_layers=4, n_heads=4, train_len=64)
+PASSKEY_DISTANCES = (4, 8, 12, 16, 24, 32, 48, 60)
+
+
+def windowed_passkey(
+    seeds=(0, 1, 2),
+    *,
+    window: int = 8,
+    steps: int = 300,
+    distances=PASSKEY_DISTANCES,
+    samples: int = 256,
+) -> dict:
+    r"""The control chapter 11 needs: windowed RoPE layers with and without a full NoPE layer.
+
+    Start from the shipped ``rope_passkey`` checkpoint (4 layers, ``d = 64``, full-attention
+    RoPE, trained 1000 steps to retrieve 2-digit keys from 64 characters of Bible text).
+    Restrict its RoPE layers to a sliding window of ``window`` keys
+    (:class:`pecourse.positions.window.SlidingWindow`) in two ways: ``swa`` windows all four
+    layers — together they can relay information at most ``4·(window − 1)`` tokens back —
+    and ``swa+nope`` windows layers 0–2 and turns layer 3 into a NoPE layer with full causal
+    attention (Command A's layout at toy scale). Each variant is scored as it is (step 0)
+    and after fine-tuning ``steps`` steps on the same task (lr 1e-3, 10 warm-up steps), once
+    per seed (the seed sets the fine-tuning batches). Scores: passkey accuracy at each needle
+    distance on ``samples`` fixed validation sequences of 64, with a Wilson interval. The
+    unchanged checkpoint is scored the same way, as the reference.
+    """
+    from .evaluate import needle_accuracy
+    from .model import load_checkpoint
+    from .train import RECIPES
+
+    seeds = _check_seeds(seeds)
+    window = check_int("window", window, minimum=1)
+    steps = check_int("steps", steps, minimum=1)
+    samples = check_int("samples", samples, minimum=1)
+    distances = [check_int("distances[]", d, minimum=3, maximum=61) for d in distances]
+    key_len = RECIPES["rope_passkey"]["train"]["task_options"]["key_len"]
+    finetune = {
+        **RECIPES["rope_passkey"]["train"],
+        "init_from": "rope_passkey",
+        "steps": steps,
+        "lr": 1e-3,
+        "warmup": 10,
+    }
+    plans = {"swa": "swa_rope", "swa+nope": "swa_rope,swa_rope,swa_rope,nope"}
+    options = {"swa_rope": {"window": window}}
+
+    def score(model):
+        acc = needle_accuracy(model, distances, length=64, samples=samples, key_len=key_len)
+        out = {}
+        for d in distances:
+            k = round(acc[d] * samples)
+            lo, hi = wilson_interval(k, samples)
+            out[str(d)] = {"accuracy": round(k / samples, 4), "ci95": [round(lo, 4), round(hi, 4)]}
+        return out
+
+    start = time.process_time()
+    reference = load_checkpoint("rope_passkey")
+    step0 = {}
+    for variant, plan in plans.items():
+        model = TinyGPT(
+            ModelConfig(**{**PASSKEY_MODEL, "plan": plan, "position_options": options})
+        ).eval()
+        model.load_state_dict(reference.state_dict())
+        step0[variant] = score(model)
+    runs, cpu = [], time.process_time() - start
+    for variant, plan in plans.items():
+        for seed in seeds:
+            model_kwargs = {**PASSKEY_MODEL, "plan": plan, "position_options": options}
+            model, curve, seconds = _train_one(model_kwargs, {**finetune, "seed": seed})
+            begin = time.process_time()
+            run = {
+                "variant": variant,
+                "seed": seed,
+                "loss_curve": curve,
+                "by_distance": score(model),
+            }
+            seconds += time.process_time() - begin
+            run["cpu_seconds"] = round(seconds, 1)
+            cpu += seconds
+            runs.append(run)
+    begin = time.process_time()
+    ref = {"checkpoint": "rope_passkey", "by_distance": score(reference)}
+    cpu += time.process_time() - begin
+    summary = {
+        variant: {
+            str(d): _spread(
+                [r["by_distance"][str(d)]["accuracy"] for r in runs if r["variant"] == variant]
+            )
+            for d in distances
+        }
+        for variant in plans
+    }
+    return {
+        "name": "windowed_passkey",
+        "protocol": {
+            "task": f"passkey retrieval, {key_len}-digit keys, sequences of 64 characters",
+            "start": "shipped checkpoint rope_passkey (full-attention RoPE, seed 0)",
+            "model": PASSKEY_MODEL,
+            "plans": plans,
+            "window": window,
+            "finetune": {**finetune, "seed": "per run"},
+            "distances": distances,
+            "eval_samples": samples,
+            "eval_seed": 1234,
+            "interval": "95% Wilson interval over evaluation sequences",
+        },
+        "seeds": seeds,
+        "step0": step0,
+        "runs": runs,
+        "reference": ref,
+        "summary": summary,
+        "cpu_seconds": round(cpu, 1),
+        "versions": _versions(),
+    }
+
+
+# --- chapter 15: what NoPE's quality gap is made of -------------------------------------------
+
+
+@torch.no_grad()
+def text_window_losses(
+    model: TinyGPT, *, bos: bool = False, length: int = 64, tokens: int = 65536
+) -> torch.Tensor:
+    """Loss at each scored position of non-overlapping validation windows, ``[windows, length-1]``.
+
+    Every window of ``length`` characters predicts its characters 1 … ``length - 1`` (the
+    first has no context in a plain window, so it is never scored). With ``bos`` the window
+    is fed as :func:`pecourse.train.bos_window` — the marker, then the characters — so the
+    same characters are predicted from the same context plus a start marker.
+    """
+    from .data import corpus
+    from .train import bos_window
+
+    if not isinstance(model, TinyGPT):
+        raise TypeError(f"model must be a pecourse.model.TinyGPT, got {type(model).__name__}")
+    length = check_int("length", length, minimum=2)
+    tokens = check_int("tokens", tokens, minimum=length)
+    data = corpus("validation")[:tokens]
+    windows = data[: (tokens // length) * length].view(-1, length)
+    out = []
+    for i in range(0, len(windows), 64):
+        text = windows[i : i + 64]
+        inputs = bos_window(text) if bos else text
+        logits = model(inputs)[0]
+        losses = F.cross_entropy(
+            logits.transpose(1, 2).float(), text if bos else text.roll(-1, 1), reduction="none"
+        )
+        out.append(losses[:, 1:] if bos else losses[:, :-1])  # targets: characters 1 … length-1
+    return torch.cat(out).double()
+
+
+def nope_anchor(seeds=(0, 1, 2), *, steps: int = 800, tokens: int = 65536) -> dict:
+    r"""Is NoPE's quality gap the price of position, too little training, or the missing anchor?
+
+    Three models on the shipped text recipe (4 layers, ``d = 64``, 64-character windows of
+    the KJV, 800 steps): ``rope``, ``nope`` (the course's NoPE: random windows, no start
+    marker) and ``nope+bos`` (every window starts with :data:`pecourse.data.BOS`, the anchor
+    Kazemnejad et al.'s Theorem 1 construction uses). Seed 0 of ``rope`` and ``nope`` is the
+    shipped checkpoint (the same recipe and seed); every other run is trained here. Each model
+    predicts the same characters of ``tokens`` validation characters; reported: mean loss
+    with a bootstrap interval over windows, and the loss at positions 1–7, 8–31 and 32–63.
+    The loss curves (one training batch every 20 steps) show whether the gap to RoPE is
+    still closing when training stops.
+    """
+    from .model import checkpoint_info, load_checkpoint
+    from .train import RECIPES, TrainConfig
+
+    seeds = _check_seeds(seeds)
+    steps = check_int("steps", steps, minimum=1)
+    base = RECIPES["nope"]["train"]
+    text_model = {k: v for k, v in RECIPES["nope"]["model"].items() if k != "plan"}
+    variants = {
+        "rope": ("rope", "text"),
+        "nope": ("nope", "text"),
+        "nope+bos": ("nope", "text+bos"),
+    }
+    bands = {"1-7": slice(0, 7), "8-31": slice(7, 31), "32-63": slice(31, 63)}
+    runs, cpu = [], 0.0
+    for variant, (plan, data) in variants.items():
+        for seed in seeds:
+            start = time.process_time()
+            recipe = TrainConfig.from_dict(base)
+            shipped = data == "text" and seed == recipe.seed and steps == recipe.steps
+            if shipped:  # the shipped checkpoint is this very run
+                model = load_checkpoint(plan)
+                curve, source = checkpoint_info(plan)["loss_curve"], f"shipped checkpoint {plan!r}"
+            else:
+                model, curve, _ = _train_one(
+                    {**text_model, "plan": plan},
+                    {**base, "data": data, "steps": steps, "seed": seed},
+                )
+                source = "trained by this study"
+            losses = text_window_losses(model, bos=data == "text+bos", tokens=tokens)
+            run = {"variant": variant, "seed": seed, "source": source, "loss_curve": curve}
+            run["loss"] = _score(losses.mean(1))
+            for band, where in bands.items():
+                run[f"loss_{band}"] = round(float(losses[:, where].mean()), 4)
+            seconds = time.process_time() - start
+            run["cpu_seconds"] = round(seconds, 1)
+            cpu += seconds
+            runs.append(run)
+    summary = {
+        variant: {
+            key: _spread(
+                [
+                    r[key]["mean"] if key == "loss" else r[key]
+                    for r in runs
+                    if r["variant"] == variant
+                ]
+            )
+            for key in ("loss", *(f"loss_{b}" for b in bands))
+        }
+        for variant in variants
+    }
+    return {
+        "name": "nope_anchor",
+        "protocol": {
+            "model": text_model,
+            "variants": {v: {"plan": p, "data": d} for v, (p, d) in variants.items()},
+            "train": {**base, "steps": steps, "data": "per variant", "seed": "per run"},
+            "eval": "validation characters 1-63 of each 64-character window (the same targets "
+            "for every variant; nope+bos sees the marker first)",
+            "eval_tokens": tokens,
+            "interval": "95% percentile bootstrap over windows, 2000 resamples",
+        },
+        "seeds": seeds,
+        "runs": runs,
+        "summary": summary,
+        "cpu_seconds": round(cpu, 1),
+        "versions": _versions(),
+    }
+
+
+def counting_length_generalisation(
+    seeds=(0, 1, 2),
+    *,
+    plans=("nope", "rope", "alibi"),
+    lengths=(64, 128, 256),
+    samples: int = 256,
+) -> dict:
+    r"""An algorithmic length-generalisation test in the manner of Kazemnejad et al. 2023
+    (arXiv:2305.19466): train short, test long, score exact answers — on the counting task.
+
+    Each plan is trained with the shipped ``rope_counting`` recipe (4 layers, ``d = 64``,
+    sequences of 64, 600 steps, loss on the answers only) and tested on sequences of every
+    length in ``lengths``: the same stream of ``+``, ``*`` and letters, so only the length
+    changes. Seed 0 of ``rope`` is the shipped checkpoint (the same recipe and seed). Scores:
+    answer accuracy per sequence with a bootstrap interval over ``samples`` sequences.
+    """
+    from .model import checkpoint_info, load_checkpoint
+    from .train import RECIPES, TrainConfig
+
+    seeds = _check_seeds(seeds)
+    lengths = [check_int("lengths[]", n, minimum=8) for n in lengths]
+    samples = check_int("samples", samples, minimum=1)
+    base = RECIPES["rope_counting"]["train"]
+    recipe = TrainConfig.from_dict(base)
+    model_kwargs = {k: v for k, v in RECIPES["rope_counting"]["model"].items() if k != "plan"}
+    runs, cpu = [], 0.0
+    for plan in plans:
+        for seed in seeds:
+            start = time.process_time()
+            if plan == "rope" and seed == recipe.seed:
+                model = load_checkpoint("rope_counting")
+                curve, source = checkpoint_info("rope_counting")["loss_curve"], "shipped checkpoint"
+            else:
+                model, curve, _ = _train_one({**model_kwargs, "plan": plan}, {**base, "seed": seed})
+                source = "trained by this study"
+            run = {"plan": plan, "seed": seed, "source": source, "loss_curve": curve}
+            for n in lengths:
+                run[f"length_{n}"] = _score(
+                    per_sample_accuracy(model, "counting", n, samples=samples)
+                )
+            seconds = time.process_time() - start
+            run["cpu_seconds"] = round(seconds, 1)
+            cpu += seconds
+            runs.append(run)
+    summary = {
+        plan: {
+            f"length_{n}": _spread([r[f"length_{n}"]["mean"] for r in runs if r["plan"] == plan])
+            for n in lengths
+        }
+        for plan in plans
+    }
+    return {
+        "name": "counting_length_generalisation",
+        "protocol": {
+            "task": "counting ('+' since the last '*', asked after '='; counts stay below 10)",
+            "model": model_kwargs,
+            "plans": list(plans),
+            "train": {**base, "seed": "per run"},
+            "lengths": lengths,
+            "eval_samples": samples,
+            "eval_seed": 4321,
+            "interval": "95% percentile bootstrap over evaluation sequences, 2000 resamples",
+        },
+        "seeds": seeds,
+        "runs": runs,
+        "summary": summary,
+        "cpu_seconds": round(cpu, 1),
+        "versions": _versions(),
+    }
+
+
+# --- recordings -------------------------------------------------------------------------------
+
+#: Study name -> function.
+STUDIES = {
+    "grid_width_transfer": grid_width_transfer,
+    "cope_selective_copy": cope_selective_copy,
+    "cope_counting": cope_counting,
+    "windowed_passkey": windowed_passkey,
+    "imposed_windows": imposed_windows,
+    "text_extrapolation": text_extrapolation,
+    "nope_anchor": nope_anchor,
+    "counting_length_generalisation": counting_length_generalisation,
+}
+
+
+def results_dir() -> Path:
+    """The folder of the recorded results (``pecourse/results``)."""
+    return Path(__file__).resolve().parent / "results"
+
+
+def record(result: dict, folder=None) -> Path:
+    """Write a study's recording to ``folder/<name>.json`` (default :func:`results_dir`)."""
+    if not isinstance(result, dict) or "name" not in result:
+        raise TypeError("result must be a study's dict, with a 'name'")
+    check_choice("result['name']", result["name"], tuple(STUDIES))
+    out = Path(folder) if folder is not None else results_dir()
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"{result['name']}.json"
+    path.write_text(json.dumps(result, indent=1) + "\n")
+    return path
+
+
+def load(name: str) -> dict:
+    """A recorded study (``pecourse/results/<name>.json``) as a dict."""
+    check_choice("name", name, tuple(STUDIES))
+    return json.loads((results_dir() / f"{name}.json").read_text())
+
+
+def main(argv=None) -> int:
+    import argparse
+
+    p = argparse.ArgumentParser(prog="python -m pecourse.studies")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run", help="rerun studies and rewrite their recordings")
+    r.add_argument("names", nargs="+", choices=sorted(STUDIES))
+    r.add_argument("--out", default=None, help="folder for the recordings (default: shipped)")
+    args = p.parse_args(argv)
+    torch.set_num_threads(1)
+    for name in args.names:
+        result = STUDIES[name]()
+        print(record(result, args.out), f"{result['cpu_seconds']} CPU s", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,286 @@
+"""pecourse.studies: intervals, per-sample scores, the studies' shapes and their recordings."""
+
+import inspect
+import json
+import math
+
+import pytest
+import torch
+
+from pecourse import evaluate, studies
+from pecourse.data import corpus
+from pecourse.model import load_checkpoint
+from pecourse.positions.multidim import AxialRoPE
+from pecourse.positions.rope import RoPE
+
+# --- bootstrap_interval -----------------------------------------------------------------------
+
+
+def test_bootstrap_interval_brackets_the_mean_and_shrinks_with_more_data():
+    g = torch.Generator().manual_seed(0)
+    small = (torch.rand(20, generator=g) < 0.7).double()
+    large = (torch.rand(2000, generator=g) < 0.7).double()
+    lo_s, hi_s = studies.bootstrap_interval(small)
+    lo_l, hi_l = studies.bootstrap_interval(large)
+    assert lo_s <= float(small.mean()) <= hi_s and lo_l <= float(large.mean()) <= hi_l
+    assert hi_l - lo_l < (hi_s - lo_s) / 4  # ~ 1/sqrt(n): 10x fewer points, ~3x wider
+    # a binomial proportion near 0.7 with n = 2000: half-width ~ 1.96 * sqrt(.21 / 2000) = 0.02
+    assert 0.015 < (hi_l - lo_l) / 2 < 0.025
+
+
+def test_bootstrap_interval_is_reproducible_and_degenerate_on_constants():
+    x = torch.rand(50, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    assert studies.bootstrap_interval(x) == studies.bootstrap_interval(x)
+    assert studies.bootstrap_interval(x, seed=1) != studies.bootstrap_interval(x, seed=2)
+    assert studies.bootstrap_interval([0.5] * 7) == (0.5, 0.5)
+    lo90, hi90 = studies.bootstrap_interval(x, level=0.9)
+    lo99, hi99 = studies.bootstrap_interval(x, level=0.99)
+    assert lo99 <= lo90 and hi90 <= hi99
+
+
+@pytest.mark.parametrize(
+    "values, kwargs, match",
+    [
+        ([], {}, "at least one"),
+        ([1.0, float("nan")], {}, "finite"),
+        ([1.0], {"level": 1.0}, "level"),
+        ([1.0], {"level": 0.0}, "level"),
+        ([1.0], {"resamples": 10}, "resamples"),
+    ],
+)
+def test_bootstrap_interval_refuses(values, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        studies.bootstrap_interval(values, **kwargs)
+
+
+def test_wilson_interval():
+    lo, hi = studies.wilson_interval(0, 20)
+    assert lo == 0.0 and hi == pytest.approx(3.8415 / 23.8415, abs=1e-4)  # z^2 / (n + z^2)
+    lo, hi = studies.wilson_interval(20, 20)
+    assert hi == 1.0 and lo == pytest.approx(20 / 23.8415, abs=1e-4)
+    lo, hi = studies.wilson_interval(50, 100)
+    assert (lo + hi) / 2 == pytest.approx(0.5) and 0.09 < hi - 0.5 < 0.1
+    with pytest.raises(ValueError, match="successes"):
+        studies.wilson_interval(5, 4)
+    with pytest.raises(ValueError, match="trials"):
+        studies.wilson_interval(0, 0)
+
+
+# --- per_sample_accuracy ----------------------------------------------------------------------
+
+
+def test_per_sample_accuracy_agrees_with_task_accuracy():
+    model = load_checkpoint("rope_selective_copy")
+    per = studies.per_sample_accuracy(model, "selective_copy", 64, samples=24)
+    assert per.shape == (24,) and per.dtype == torch.float64
+    # every sequence has the same 8 answers, so the mean over sequences is the token accuracy
+    want = evaluate.task_accuracy(model, "selective_copy", 64, samples=24)
+    assert float(per.mean()) == pytest.approx(want, abs=1e-6)
+    exact = studies.per_sample_accuracy(model, "selective_copy", 64, samples=24, exact=True)
+    assert set(exact.tolist()) <= {0.0, 1.0}
+    assert torch.all(exact <= per)  # exact match only where every answer token is right
+    assert torch.equal(exact == 1.0, per == 1.0)
+
+
+def test_per_sample_accuracy_refuses_other_models():
+    with pytest.raises(TypeError, match="TinyGPT"):
+        studies.per_sample_accuracy(torch.nn.Linear(2, 2), "selective_copy", 64)
+
+
+# --- the studies, on a tiny budget ------------------------------------------------------------
+
+
+def test_grid_attention_picks_offsets_with_either_scheme():
+    for scheme, pos in (
+        (RoPE(8), torch.arange(12)),
+        (AxialRoPE(8), studies._grid_positions("2d", 3, 4)),
+    ):
+        model = studies.GridAttention(scheme, vocab=5, d=8)
+        logits, probs = model(torch.randint(0, 5, (2, 12)), pos, return_probs=True)
+        assert logits.shape == (2, 12, 5) and probs.shape == (2, 12, 12)
+        torch.testing.assert_close(probs.sum(-1), torch.ones(2, 12))
+
+
+def test_grid_width_transfer_runs_and_summarises():
+    out = studies.grid_width_transfer(seeds=(3,), steps=2, samples=4, test_widths=(4, 6))
+    assert out["seeds"] == [3] and len(out["runs"]) == 2  # 1d and 2d
+    for run in out["runs"]:
+        for w in (4, 6):
+            score = run[f"width_{w}"]
+            assert 0 <= score["ci95"][0] <= score["mean"] <= score["ci95"][1] <= 1
+            assert 0 <= score["attention_unseen_offsets"] <= 1
+        assert run["width_4"]["attention_unseen_offsets"] == 0.0  # narrower than trained: none
+    assert out["summary"]["1d"]["width_4"]["per_seed"] == [out["runs"][0]["width_4"]["mean"]]
+
+
+def test_cope_selective_copy_runs_on_a_tiny_budget():
+    out = studies.cope_selective_copy(
+        seeds=(0,), steps={"cope": 1, "rope": 1}, samples=2, splits={"dense": 32}
+    )
+    assert [(r["scheme"], r["seed"]) for r in out["runs"]] == [("cope", 0), ("rope", 0)]
+    assert set(out["runs"][0]["dense"]) == {"accuracy", "exact_match"}
+    assert out["protocol"]["train"]["steps"] == {"cope": 1, "rope": 1}
+
+
+def test_per_window_loss_is_the_evaluators_perplexity():
+    model = load_checkpoint("alibi")
+    losses = studies.per_window_loss(model, 32, tokens=512)
+    assert losses.shape == (16, 32)
+    want = evaluate.perplexity_by_length(model, [32], tokens=512)[32]
+    assert math.exp(float(losses.mean())) == pytest.approx(want, rel=1e-5)
+
+
+def test_text_window_losses_score_the_same_characters_with_and_without_a_marker():
+    model = load_checkpoint("nope")
+    plain = studies.text_window_losses(model, tokens=256)
+    marked = studies.text_window_losses(model, bos=True, tokens=256)
+    assert plain.shape == marked.shape == (4, 63)
+    text = corpus("validation")[:64]
+    with torch.no_grad():  # the first scored prediction of window 0: character 1 from character 0
+        first = torch.nn.functional.cross_entropy(model(text[None, :1])[0][0], text[1:2])
+    assert float(plain[0, 0]) == pytest.approx(float(first), rel=1e-5)
+    assert not torch.allclose(plain, marked)  # the marker changes what NoPE sees
+
+
+def test_studies_refuse_bad_arguments():
+    with pytest.raises(ValueError, match="seeds"):
+        studies.grid_width_transfer(seeds=())
+    with pytest.raises(TypeError, match="steps"):
+        studies.cope_selective_copy(seeds=(0,), steps={"rope": 1.5})
+    with pytest.raises(ValueError, match="name"):
+        studies.load("no_such_study")
+    with pytest.raises(TypeError, match="name"):
+        studies.record({"rows": []})
+
+
+# --- the recordings the chapters load ---------------------------------------------------------
+
+
+def _defaults(fn) -> dict:
+    return {
+        k: p.default
+        for k, p in inspect.signature(fn).parameters.items()
+        if p.default is not inspect.Parameter.empty
+    }
+
+
+def _check_summary(rec):
+    seeds = sorted({r["seed"] for r in rec["runs"]})
+    assert seeds == sorted(rec["seeds"]) and len(seeds) >= 3
+    for scheme, splits in rec["summary"].items():
+        for split, entry in splits.items():
+            metrics = entry if "per_seed" not in entry else {None: entry}
+            for metric, spread in metrics.items():
+                values = [
+                    r[split]["mean"] if metric is None else r[split][metric]["mean"]
+                    for r in rec["runs"]
+                    if r["scheme"] == scheme
+                ]
+                assert spread["per_seed"] == values
+                assert spread["min"] == min(values) and spread["max"] == max(values)
+
+
+def test_grid_width_transfer_recording():
+    """The summary is the runs, and a changed default makes the shipped recording stale."""
+    grid, defaults = studies.load("grid_width_transfer"), _defaults(studies.grid_width_transfer)
+    _check_summary(grid)
+    assert list(defaults["seeds"]) == grid["seeds"]
+    assert grid["protocol"]["train"]["steps"] == defaults["steps"]
+    assert grid["protocol"]["test_widths"] == list(defaults["test_widths"])
+    assert grid["protocol"]["eval_samples"] == defaults["samples"]
+    assert grid["protocol"]["train_width"] == defaults["train_width"]
+
+
+def test_cope_selective_copy_recording():
+    copy, defaults = studies.load("cope_selective_copy"), _defaults(studies.cope_selective_copy)
+    _check_summary(copy)
+    assert list(defaults["seeds"]) == copy["seeds"]
+    assert copy["protocol"]["splits"] == studies.COPY_SPLITS
+    assert copy["protocol"]["eval_samples"] == defaults["samples"]
+    assert copy["protocol"]["train"]["steps"] == {"cope": 600, "rope": 4000}
+    # the recipe the runs used is still the shipped one
+    from pecourse.train import RECIPES
+
+    recipe = RECIPES["cope_selective_copy"]["train"]
+    assert {k: copy["protocol"]["train"][k] for k in recipe if k != "steps"} == {
+        k: v for k, v in recipe.items() if k != "steps"
+    }
+
+
+def test_windowed_passkey_recording():
+    rec, defaults = studies.load("windowed_passkey"), _defaults(studies.windowed_passkey)
+    assert (
+        list(defaults["seeds"]) == rec["seeds"] and rec["protocol"]["window"] == defaults["window"]
+    )
+    assert rec["protocol"]["finetune"]["steps"] == defaults["steps"]
+    assert rec["protocol"]["distances"] == list(studies.PASSKEY_DISTANCES)
+    for variant, by_distance in rec["summary"].items():
+        for d, spread in by_distance.items():
+            runs = [r for r in rec["runs"] if r["variant"] == variant]
+            assert spread["per_seed"] == [r["by_distance"][d]["accuracy"] for r in runs]
+    for r in rec["runs"]:  # each accuracy is k / samples, inside its Wilson interval
+        for v in r["by_distance"].values():
+            k = round(v["accuracy"] * rec["protocol"]["eval_samples"])
+            lo, hi = studies.wilson_interval(k, rec["protocol"]["eval_samples"])
+            assert v["ci95"] == [round(lo, 4), round(hi, 4)] and lo <= v["accuracy"] <= hi
+
+
+def test_counting_and_anchor_recordings():
+    counting = studies.load("counting_length_generalisation")
+    assert counting["seeds"] == list(_defaults(studies.counting_length_generalisation)["seeds"])
+    for plan, by_length in counting["summary"].items():
+        for key, spread in by_length.items():
+            assert spread["per_seed"] == [
+                r[key]["mean"] for r in counting["runs"] if r["plan"] == plan
+            ]
+    anchor = studies.load("nope_anchor")
+    assert anchor["seeds"] == list(_defaults(studies.nope_anchor)["seeds"])
+    assert anchor["protocol"]["eval_tokens"] == _defaults(studies.nope_anchor)["tokens"]
+    for variant, metrics in anchor["summary"].items():
+        runs = [r for r in anchor["runs"] if r["variant"] == variant]
+        assert metrics["loss"]["per_seed"] == [r["loss"]["mean"] for r in runs]
+    # seed 0 of rope and nope is the shipped checkpoint: its recorded loss curve is the shipped one
+    from pecourse.model import checkpoint_info
+
+    shipped = next(r for r in anchor["runs"] if r["variant"] == "nope" and r["seed"] == 0)
+    assert shipped["loss_curve"] == checkpoint_info("nope")["loss_curve"]
+
+
+def test_evaluation_recordings_match_their_protocols():
+    for name in ("text_extrapolation", "imposed_windows"):
+        rec = studies.load(name)
+        assert rec["protocol"]["eval_tokens"] == 65536
+        for row in rec["runs"]:
+            for n in rec["protocol"]["lengths"]:
+                cell = row[str(n)]
+                assert cell["ci95"][0] <= cell["perplexity"] <= cell["ci95"][1]
+
+
+@pytest.mark.slow
+def test_text_extrapolation_recording_recomputes():
+    """Evaluation only (about 10 s): ALiBi's recorded perplexity at 512, recomputed on the same text."""
+    rec = studies.load("text_extrapolation")
+    again = studies.text_extrapolation(("alibi",), lengths=(512,))
+    old = next(r for r in rec["runs"] if r["checkpoint"] == "alibi")
+    assert again["runs"][0]["512"]["perplexity"] == pytest.approx(
+        old["512"]["perplexity"], abs=2e-3
+    )
+    assert again["runs"][0]["512"]["ci95"] == old["512"]["ci95"]
+
+
+def test_record_writes_what_load_reads(tmp_path):
+    rec = studies.load("cope_counting")
+    path = studies.record(rec, tmp_path)
+    assert json.loads(path.read_text()) == rec
+
+
+@pytest.mark.slow
+def test_cope_counting_recording_recomputes():
+    """Evaluation only (a few seconds): the shipped RoPE counting model gives the recorded numbers."""
+    rec = studies.load("cope_counting")
+    row = next(r for r in rec["runs"] if r["model"] == "rope_counting")
+    model = load_checkpoint("rope_counting")
+    for n in rec["protocol"]["lengths"]:
+        samples = rec["protocol"]["eval_samples"]
+        again = studies.per_sample_accuracy(model, "counting", n, samples=samples)
+        assert float(again.mean()) == pytest.approx(row[f"length_{n}"]["mean"], abs=1e-4)
