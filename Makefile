@@ -38,8 +38,11 @@ format: setup
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
 
+# One pytest-xdist worker per core (conftest.py: one thread each, the long files first).
+TEST_WORKERS ?= auto
+
 test: lint
-	$(BIN)/python -m pytest --durations=15
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --durations=15
 
 # Re-execute every lesson notebook in place, so committed outputs are fresh. Learner data
 # goes to a temporary directory, as it does under the tests.
