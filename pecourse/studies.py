@@ -147,6 +147,14 @@ def _train_one(model_kwargs: dict, train_kwargs: dict) -> tuple[TinyGPT, list, f
     return model, rec["loss_curve"], time.process_time() - start
 
 
+def _hashes(names) -> dict:
+    """``{checkpoint: sha256}`` of the shipped checkpoints a study reads (an empty dict when
+    it trains everything itself): the hash test compares them with the shipped files."""
+    from .model import checkpoint_sha256
+
+    return {n: checkpoint_sha256(n) for n in sorted(set(names))}
+
+
 def _versions() -> dict:
     return {"python": platform.python_version(), "torch": torch.__version__}
 
@@ -304,6 +312,7 @@ def grid_width_transfer(
             "eval_seed": 99,
             "interval": "95% percentile bootstrap over evaluation grids, 2000 resamples",
         },
+        "checkpoints": {},
         "seeds": seeds,
         "runs": runs,
         "summary": summary,
@@ -383,6 +392,7 @@ def cope_selective_copy(
             "eval_seed": 4321,
             "interval": "95% percentile bootstrap over evaluation sequences, 2000 resamples",
         },
+        "checkpoints": {},
         "seeds": seeds,
         "runs": runs,
         "summary": summary,
@@ -418,6 +428,7 @@ def cope_counting(*, lengths=(64, 128), samples: int = 512) -> dict:
             "eval_seed": 4321,
             "interval": "95% percentile bootstrap over evaluation sequences, 2000 resamples",
         },
+        "checkpoints": _hashes(["cope_counting", "rope_counting"]),
         "seeds": sorted({r["seed"] for r in rows}),
         "runs": rows,
         "cpu_seconds": round(time.process_time() - start, 1),
@@ -492,6 +503,8 @@ def text_extrapolation(
             "split": "validation (every 20th chapter), non-overlapping windows from its start",
             "interval": "95% percentile bootstrap over windows, 2000 resamples",
         },
+        "checkpoints": _hashes(checkpoints),
+        "eval_tokens": tokens,
         "seeds": sorted({r["seed"] for r in rows}),
         "runs": rows,
         "cpu_seconds": round(time.process_time() - start, 1),
@@ -561,6 +574,8 @@ def imposed_windows(*, lengths=(64, 512), tokens: int = 65536, window: int = 64)
             "split": "validation (every 20th chapter), non-overlapping windows from its start",
             "interval": "95% percentile bootstrap over windows, 2000 resamples",
         },
+        "checkpoints": _hashes(["rope", "irope"]),
+        "eval_tokens": tokens,
         "seeds": sorted({r["seed"] for r in rows}),
         "runs": rows,
         "cpu_seconds": round(time.process_time() - start, 1),
@@ -677,6 +692,7 @@ def windowed_passkey(
             "eval_seed": 1234,
             "interval": "95% Wilson interval over evaluation sequences",
         },
+        "checkpoints": _hashes(["rope_passkey"]),
         "seeds": seeds,
         "step0": step0,
         "runs": runs,
@@ -796,6 +812,8 @@ def nope_anchor(seeds=(0, 1, 2), *, steps: int = 800, tokens: int = 65536) -> di
             "eval_tokens": tokens,
             "interval": "95% percentile bootstrap over windows, 2000 resamples",
         },
+        "checkpoints": _hashes(["rope", "nope"]),
+        "eval_tokens": tokens,
         "seeds": seeds,
         "runs": runs,
         "summary": summary,
@@ -867,6 +885,7 @@ def counting_length_generalisation(
             "eval_seed": 4321,
             "interval": "95% percentile bootstrap over evaluation sequences, 2000 resamples",
         },
+        "checkpoints": _hashes(["rope_counting"] if "rope" in plans else []),
         "seeds": seeds,
         "runs": runs,
         "summary": summary,
