@@ -66,8 +66,10 @@ def _extrapolation():
 
 def _loss_by_position():
     rows = {r["model"]: r for r in recorded("loss_by_position")["rows"]}
-    losses = ev.window_losses(load_checkpoint("t5"), 256)
-    _inside(ev.band_losses(losses, [(128, 256)])["128-256"], rows["t5"]["bands"]["128-256"], "loss")
+    losses = ev.window_losses(load_checkpoint("rope"), 256)
+    _inside(
+        ev.band_losses(losses, [(128, 256)])["128-256"], rows["rope"]["bands"]["128-256"], "loss"
+    )
 
 
 def _effective_context():
