@@ -11,13 +11,29 @@ r"""Measuring what a trained tiny model does with position.
   dynamic NTK) on a copy of the model.
 * :func:`task_accuracy` — accuracy on a synthetic task's answer tokens.
 
-Everything runs under ``torch.no_grad`` on small, fixed evaluation sets, so a measurement
-takes seconds on a CPU and is the same on every run.
+Everything runs under ``torch.no_grad`` on fixed evaluation sets, so a measurement is the
+same on every run.
+
+**The evaluation protocol** every chapter's recorded numbers follow (:data:`PROTOCOL`):
+
+* one held-out text for every scheme: the first :data:`EVAL_TOKENS` (65,536) characters of
+  the validation split (:func:`pecourse.data.corpus`);
+* non-overlapping windows of each length score all of them
+  (:func:`window_losses`); sliding windows move by :func:`sliding_stride` (``L/4``) and score
+  the last stride of each window, the same 65,536 characters (from character 512 on) at every
+  length up to 512;
+* a perplexity carries a 95% percentile-bootstrap interval over windows
+  (:func:`perplexity_interval`, :func:`bootstrap_interval`);
+* retrieval uses :data:`RETRIEVAL_SAMPLES` (256) sequences per distance, each right or wrong,
+  with a Wilson interval (:func:`retrieval`, :func:`wilson_interval`);
+* the effective length (the longest distance up to which accuracy stays at or above 0.5)
+  carries a bootstrap interval over the retrieval samples (:func:`effective_length_interval`).
 """
 
 from __future__ import annotations
 
 import math
+import statistics
 
 import torch
 from torch.nn import functional as F
@@ -27,6 +43,19 @@ from .data import corpus, passkey_batch, task_batch
 from .model import TinyGPT, replace_rope
 
 __all__ = [
+    "EVAL_TOKENS",
+    "RETRIEVAL_SAMPLES",
+    "SLIDING_START",
+    "PROTOCOL",
+    "sliding_stride",
+    "bootstrap_interval",
+    "wilson_interval",
+    "window_losses",
+    "perplexity_interval",
+    "band_losses",
+    "needle_outcomes",
+    "retrieval",
+    "effective_length_interval",
     "validation_loss",
     "perplexity_by_length",
     "loss_by_position",
@@ -68,6 +97,301 @@ def _sum_loss(
         total += float(lp)
         count += w[:, 1 + score_from :].numel()
     return total, count
+
+
+# --- the evaluation protocol ----------------------------------------------------------------
+
+#: Characters of held-out text behind every recorded perplexity and loss by position.
+EVAL_TOKENS = 65536
+#: Retrieval sequences per needle distance.
+RETRIEVAL_SAMPLES = 256
+#: In sliding mode, the first scored character (so every length up to it scores the same text).
+SLIDING_START = 512
+#: Interval level and bootstrap settings of every recorded number.
+LEVEL, RESAMPLES, BOOTSTRAP_SEED = 0.95, 2000, 0
+
+#: The protocol as it is written into every recording.
+PROTOCOL = {
+    "text": "validation split, the first eval_tokens characters (the same for every scheme)",
+    "eval_tokens": EVAL_TOKENS,
+    "sliding_stride": "L/4: windows of L every L/4 characters, scoring the last L/4",
+    "sliding_start": SLIDING_START,
+    "retrieval_samples": RETRIEVAL_SAMPLES,
+    "effective_threshold": 0.5,
+    "perplexity_interval": f"{LEVEL:.0%} percentile bootstrap over windows, {RESAMPLES} resamples",
+    "retrieval_interval": f"{LEVEL:.0%} Wilson score interval",
+    "effective_interval": (
+        f"{LEVEL:.0%} percentile bootstrap over retrieval samples (per distance), "
+        f"{RESAMPLES} resamples"
+    ),
+}
+
+
+def sliding_stride(length: int) -> int:
+    """The protocol's stride for sliding-window evaluation: a quarter of the window
+    (Press et al. 2022 appendix B use strides well below the window), at least 1."""
+    return max(1, check_int("length", length, minimum=1) // 4)
+
+
+def bootstrap_interval(
+    values, *, level: float = LEVEL, resamples: int = RESAMPLES, seed: int = BOOTSTRAP_SEED
+) -> tuple[float, float]:
+    r"""Percentile-bootstrap interval for the mean of ``values`` (Efron & Tibshirani 1993, §13.3).
+
+    Draws ``resamples`` samples of ``len(values)`` with replacement, takes each mean, and
+    returns the ``(1 - level)/2`` and ``(1 + level)/2`` quantiles of those means. Fixed
+    ``seed``, so the interval is reproducible. Refuses an empty or non-finite input, a
+    ``level`` outside (0, 1) and fewer than 100 resamples.
+    """
+    x = torch.as_tensor(values, dtype=torch.float64).flatten()
+    if x.numel() == 0:
+        raise ValueError("values must hold at least one number")
+    if not torch.isfinite(x).all():
+        raise ValueError("values must be finite")
+    level = _check_level(level)
+    resamples = check_int("resamples", resamples, minimum=100)
+    g = torch.Generator().manual_seed(check_int("seed", seed, minimum=0))
+    idx = torch.randint(0, x.numel(), (resamples, x.numel()), generator=g)
+    means = x[idx].mean(dim=1)
+    lo, hi = torch.quantile(
+        means, torch.tensor([(1 - level) / 2, (1 + level) / 2], dtype=means.dtype)
+    )
+    return float(lo), float(hi)
+
+
+def _check_level(level) -> float:
+    level = check_float("level", level, minimum=0.0, maximum=1.0, strict_minimum=True)
+    if level >= 1.0:
+        raise ValueError(f"level must be < 1, got {level}")
+    return level
+
+
+def wilson_interval(successes: int, trials: int, *, level: float = LEVEL) -> tuple[float, float]:
+    r"""Wilson score interval for a binomial proportion (Wilson 1927; Brown, Cai & DasGupta 2001).
+
+    For ``k`` successes in ``n`` trials and ``z`` the normal quantile of ``(1 + level)/2``:
+    centre ``(k + z²/2)/(n + z²)``, half-width ``z·sqrt(k(n-k)/n + z²/4)/(n + z²)``. Unlike
+    the normal approximation it stays inside [0, 1] and is not empty at 0 or ``n`` successes.
+    Refuses negative counts, ``k > n``, ``n < 1`` and a ``level`` outside (0, 1).
+    """
+    n = check_int("trials", trials, minimum=1)
+    k = check_int("successes", successes, minimum=0, maximum=n)
+    level = _check_level(level)
+    z = statistics.NormalDist().inv_cdf((1 + level) / 2)
+    centre = (k + z * z / 2) / (n + z * z)
+    half = z * math.sqrt(k * (n - k) / n + z * z / 4) / (n + z * z)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def _window_positions(positions, length: int, n: int):
+    """Position ids for ``n`` windows of ``length``: ``None``, ``[length]`` or ``[n, length]``."""
+    if positions is None:
+        return None
+    ids = positions(length) if callable(positions) else positions
+    ids = torch.as_tensor(ids)
+    if ids.shape not in ((length,), (n, length)):
+        raise ValueError(
+            f"positions must give ids [length={length}] or [windows={n}, length={length}], "
+            f"got {tuple(ids.shape)}"
+        )
+    return ids
+
+
+@torch.no_grad()
+def window_losses(
+    model,
+    length: int,
+    *,
+    mode: str = "nonoverlapping",
+    tokens: int = EVAL_TOKENS,
+    stride: int | None = None,
+    batch_size: int = 16,
+    positions=None,
+) -> torch.Tensor:
+    r"""Next-character loss (nats) of every scored character, ``[windows, scored]`` float64.
+
+    ``mode="nonoverlapping"``: the first ``tokens`` validation characters cut into windows of
+    ``length``; every position is scored (``scored = length``). ``mode="sliding"``: windows
+    of ``length`` every ``stride`` characters (default :func:`sliding_stride`), each scoring
+    only its last ``stride`` characters, which then see at least ``length - stride``
+    characters of context; the scored characters are ``tokens`` characters from
+    ``max(length, SLIDING_START)`` on, so every length up to 512 scores the same text.
+    A window is the unit of the bootstrap: :func:`perplexity_interval` takes these rows.
+    ``positions``: ids ``[length]`` for every window, ``[windows, length]`` (one row per
+    window, e.g. a fresh random draw for each), or a function of the length returning either.
+    """
+    _check_model(model)
+    check_choice("mode", mode, ("nonoverlapping", "sliding"))
+    length = check_int("length", length, minimum=2)
+    tokens = check_int("tokens", tokens, minimum=length)
+    batch_size = check_int("batch_size", batch_size, minimum=1)
+    data = corpus("validation")
+    if mode == "nonoverlapping":
+        n, score_from = tokens // length, 0
+        starts = [i * length for i in range(n)]
+    else:
+        s = check_int(
+            "stride",
+            stride if stride is not None else sliding_stride(length),
+            minimum=1,
+            maximum=length,
+        )
+        first = max(length, SLIDING_START)  # the first scored character
+        n, score_from = tokens // s, length - s
+        # window i feeds characters up to first + (i+1)s - 1 and scores its last s predictions:
+        # the targets first + i*s + 1 ... first + (i+1)*s, whatever the length
+        starts = [first + s - length + i * s for i in range(n)]
+    if starts[-1] + length + 1 > len(data):
+        raise ValueError(f"tokens={tokens} is more than the validation text holds at {length}")
+    windows = torch.stack([data[a : a + length + 1] for a in starts])
+    ids = _window_positions(positions, length, n)
+    out = []
+    for i in range(0, n, batch_size):
+        w = windows[i : i + batch_size]
+        p = ids[i : i + batch_size] if ids is not None and ids.ndim == 2 else ids
+        logits = model(w[:, :-1], p)[0][:, score_from:]
+        out.append(
+            F.cross_entropy(
+                logits.transpose(1, 2).float(), w[:, 1 + score_from :], reduction="none"
+            )
+        )
+    return torch.cat(out).double()
+
+
+def perplexity_interval(losses: torch.Tensor, *, level: float = LEVEL) -> dict:
+    """Perplexity of :func:`window_losses` rows with a bootstrap interval over windows.
+
+    Returns ``{"perplexity", "ci95": [lo, hi], "windows", "tokens"}``: ``exp`` of the mean
+    loss, and ``exp`` of the interval of the mean (windows are equally long, so the mean of
+    window means is the mean over characters).
+    """
+    losses = torch.as_tensor(losses, dtype=torch.float64)
+    if losses.ndim != 2 or losses.numel() == 0:
+        raise ValueError(
+            f"losses must be [windows, scored] and non-empty, got {tuple(losses.shape)}"
+        )
+    lo, hi = bootstrap_interval(losses.mean(1), level=level)
+    return {
+        "perplexity": round(math.exp(float(losses.mean())), 4),
+        "ci95": [round(math.exp(lo), 4), round(math.exp(hi), 4)],
+        "windows": losses.shape[0],
+        "tokens": losses.numel(),
+    }
+
+
+def band_losses(losses: torch.Tensor, bands, *, level: float = LEVEL) -> dict:
+    """Mean loss of position bands of :func:`window_losses` rows, each with its interval.
+
+    ``bands``: ``(start, stop)`` pairs of positions. Returns ``{"start-stop": {"loss",
+    "ci95"}}`` (``stop`` exclusive), the interval a bootstrap over windows of each band mean.
+    """
+    losses = torch.as_tensor(losses, dtype=torch.float64)
+    out = {}
+    for a, b in bands:
+        a, b = check_int("band start", a, minimum=0), check_int("band stop", b, minimum=a + 1)
+        if b > losses.shape[1]:
+            raise ValueError(f"bands must lie within {losses.shape[1]} positions, got ({a}, {b})")
+        band = losses[:, a:b].mean(1)
+        lo, hi = bootstrap_interval(band, level=level)
+        out[f"{a}-{b}"] = {
+            "loss": round(float(band.mean()), 4),
+            "ci95": [round(lo, 4), round(hi, 4)],
+        }
+    return out
+
+
+@torch.no_grad()
+def needle_outcomes(
+    model,
+    distances,
+    *,
+    length: int | None = None,
+    samples: int = RETRIEVAL_SAMPLES,
+    key_len: int = 4,
+    seed: int = 1234,
+    batch_size: int = 16,
+) -> dict[int, torch.Tensor]:
+    """``{distance: [samples] bool}``: whether each passkey sequence was answered right.
+
+    A sequence (:func:`pecourse.data.passkey_batch`, validation text as filler, fixed
+    ``seed``) is right when every key digit after the final cue is the argmax prediction.
+    ``length`` is the sequence length (default: the distance plus the key and 8 characters).
+    """
+    _check_model(model)
+    samples = check_int("samples", samples, minimum=1)
+    out = {}
+    for d in _lengths(distances):
+        n = check_int("length", length, minimum=2) if length is not None else d + key_len + 8
+        batch = passkey_batch(
+            samples, n, distance=d, key_len=key_len, split="validation", seed=seed
+        )
+        ok = []
+        for i in range(0, samples, batch_size):
+            x, y, a = (t[i : i + batch_size] for t in (batch.inputs, batch.targets, batch.answer))
+            pred = model(x)[0].argmax(-1)
+            ok.append(((pred == y) | ~a).all(dim=1))
+        out[d] = torch.cat(ok)
+    return out
+
+
+def retrieval(outcomes: dict, *, level: float = LEVEL) -> dict[int, dict]:
+    """Accuracy by distance from :func:`needle_outcomes`, each with its Wilson interval:
+    ``{distance: {"accuracy", "successes", "trials", "ci95": [lo, hi]}}``."""
+    out = {}
+    for d, ok in outcomes.items():
+        ok = torch.as_tensor(ok).bool().flatten()
+        k, n = int(ok.sum()), ok.numel()
+        lo, hi = wilson_interval(k, n, level=level)
+        out[d] = {
+            "accuracy": round(k / n, 4),
+            "successes": k,
+            "trials": n,
+            "ci95": [round(lo, 4), round(hi, 4)],
+        }
+    return out
+
+
+def effective_length_interval(
+    outcomes: dict,
+    threshold: float = 0.5,
+    *,
+    level: float = LEVEL,
+    resamples: int = RESAMPLES,
+    seed: int = BOOTSTRAP_SEED,
+) -> dict:
+    r"""The effective length (:func:`effective_context_length` at ``threshold``) with a
+    percentile-bootstrap interval.
+
+    ``outcomes``: ``{distance: [samples] bool}`` (:func:`needle_outcomes`). Each bootstrap
+    replicate resamples every distance's sequences with replacement (the distances have
+    their own samples), recomputes the accuracies and so the effective length; the interval
+    is the ``(1 - level)/2`` and ``(1 + level)/2`` quantiles of those lengths, taken
+    outward (the lengths are the measured distances, a discrete set). Returns
+    ``{"effective", "ci95": [lo, hi], "threshold"}``.
+    """
+    threshold = check_float("threshold", threshold, minimum=0.0, maximum=1.0)
+    level = _check_level(level)
+    resamples = check_int("resamples", resamples, minimum=100)
+    if not outcomes:
+        raise ValueError("outcomes must hold at least one distance")
+    ds = sorted(outcomes)
+    g = torch.Generator().manual_seed(check_int("seed", seed, minimum=0))
+    acc = []
+    for d in ds:
+        ok = torch.as_tensor(outcomes[d]).double().flatten()
+        if ok.numel() == 0:
+            raise ValueError(f"outcomes[{d}] holds no samples")
+        acc.append(ok[torch.randint(0, ok.numel(), (resamples, ok.numel()), generator=g)].mean(1))
+    passes = (torch.stack(acc, 1) >= threshold).long().cumprod(1)  # [resamples, distances]
+    run = passes.sum(1)  # how many distances pass before the first failure
+    table = torch.tensor([0, *ds], dtype=torch.float64)
+    lengths = table[run]
+    lo = torch.quantile(lengths, (1 - level) / 2, interpolation="lower")
+    hi = torch.quantile(lengths, (1 + level) / 2, interpolation="higher")
+    point = effective_context_length(
+        {d: float(torch.as_tensor(outcomes[d]).double().mean()) for d in ds}, threshold
+    )
+    return {"effective": point, "ci95": [int(lo), int(hi)], "threshold": threshold}
 
 
 def validation_loss(
@@ -164,7 +488,6 @@ def loss_by_position(
     return total / len(windows)
 
 
-@torch.no_grad()
 def needle_accuracy(
     model,
     distances,
@@ -175,29 +498,18 @@ def needle_accuracy(
     seed: int = 1234,
     batch_size: int = 16,
 ) -> dict[int, float]:
-    """``{distance: accuracy}`` on passkey retrieval (:func:`pecourse.data.passkey_batch`).
-
-    A sample counts as correct when every key digit after the final cue is the argmax
-    prediction. ``length`` is the sequence length (default: just long enough for each
-    distance, plus 8 characters of text before the needle). Validation text is the filler;
-    the seed is fixed, so the numbers are reproducible.
-    """
-    _check_model(model)
-    samples = check_int("samples", samples, minimum=1)
-    out = {}
-    for d in _lengths(distances):
-        n = check_int("length", length, minimum=2) if length is not None else d + key_len + 8
-        batch = passkey_batch(
-            samples, n, distance=d, key_len=key_len, split="validation", seed=seed
-        )
-        correct = 0
-        for i in range(0, samples, batch_size):
-            x, y, a = (t[i : i + batch_size] for t in (batch.inputs, batch.targets, batch.answer))
-            pred = model(x)[0].argmax(-1)
-            ok = ((pred == y) | ~a).all(dim=1)
-            correct += int(ok.sum())
-        out[d] = correct / samples
-    return out
+    """``{distance: accuracy}`` on passkey retrieval: the mean of :func:`needle_outcomes`
+    (same arguments). Use :func:`retrieval` for the counts and intervals."""
+    outcomes = needle_outcomes(
+        model,
+        distances,
+        length=length,
+        samples=samples,
+        key_len=key_len,
+        seed=seed,
+        batch_size=batch_size,
+    )
+    return {d: float(ok.double().mean()) for d, ok in outcomes.items()}
 
 
 def effective_context_length(accuracy: dict, threshold: float = 0.5) -> int:

@@ -60,6 +60,7 @@ __all__ = [
     "list_checkpoints",
     "checkpoint_dir",
     "checkpoint_info",
+    "checkpoint_sha256",
 ]
 
 #: Schemes that add position to the input embedding (applied once, before layer 1).
@@ -374,6 +375,14 @@ def _resolve(name_or_path) -> Path:
             f"name must be one of the shipped checkpoints {names}; got {name_or_path!r}"
         )
     return checkpoint_dir() / f"{name_or_path}.safetensors"
+
+
+def checkpoint_sha256(name_or_path) -> str:
+    """The sha256 (hex) of a checkpoint's weights file: what a recording stores to say which
+    checkpoint its numbers came from."""
+    import hashlib
+
+    return hashlib.sha256(_resolve(name_or_path).read_bytes()).hexdigest()
 
 
 def checkpoint_info(name_or_path) -> dict:

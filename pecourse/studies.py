@@ -56,8 +56,9 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from ._validate import check_choice, check_float, check_int
+from ._validate import check_choice, check_int
 from .data import task_batch
+from .evaluate import bootstrap_interval, wilson_interval
 from .model import ModelConfig, TinyGPT
 
 __all__ = [
@@ -83,55 +84,6 @@ __all__ = [
 
 
 # --- intervals and per-sample scores --------------------------------------------------------
-
-
-def bootstrap_interval(
-    values, *, level: float = 0.95, resamples: int = 2000, seed: int = 0
-) -> tuple[float, float]:
-    r"""Percentile-bootstrap interval for the mean of ``values`` (Efron & Tibshirani 1993, §13.3).
-
-    Draws ``resamples`` samples of ``len(values)`` with replacement, takes each mean, and
-    returns the ``(1 - level)/2`` and ``(1 + level)/2`` quantiles of those means. Fixed
-    ``seed``, so the interval is reproducible. Refuses an empty or non-finite input, a
-    ``level`` outside (0, 1) and fewer than 100 resamples.
-    """
-    x = torch.as_tensor(values, dtype=torch.float64).flatten()
-    if x.numel() == 0:
-        raise ValueError("values must hold at least one number")
-    if not torch.isfinite(x).all():
-        raise ValueError("values must be finite")
-    level = check_float("level", level, minimum=0.0, maximum=1.0, strict_minimum=True)
-    if level >= 1.0:
-        raise ValueError(f"level must be < 1, got {level}")
-    resamples = check_int("resamples", resamples, minimum=100)
-    g = torch.Generator().manual_seed(check_int("seed", seed, minimum=0))
-    idx = torch.randint(0, x.numel(), (resamples, x.numel()), generator=g)
-    means = x[idx].mean(dim=1)
-    lo, hi = torch.quantile(
-        means, torch.tensor([(1 - level) / 2, (1 + level) / 2], dtype=means.dtype)
-    )
-    return float(lo), float(hi)
-
-
-def wilson_interval(successes: int, trials: int, *, level: float = 0.95) -> tuple[float, float]:
-    r"""Wilson score interval for a binomial proportion (Wilson 1927; Brown, Cai & DasGupta 2001).
-
-    For ``k`` successes in ``n`` trials and ``z`` the normal quantile of ``(1 + level)/2``:
-    centre ``(k + z²/2)/(n + z²)``, half-width ``z·sqrt(k(n-k)/n + z²/4)/(n + z²)``. Unlike
-    the normal approximation it stays inside [0, 1] and is not empty at 0 or ``n`` successes.
-    Refuses negative counts, ``k > n``, ``n < 1`` and a ``level`` outside (0, 1).
-    """
-    import statistics
-
-    n = check_int("trials", trials, minimum=1)
-    k = check_int("successes", successes, minimum=0, maximum=n)
-    level = check_float("level", level, minimum=0.0, maximum=1.0, strict_minimum=True)
-    if level >= 1.0:
-        raise ValueError(f"level must be < 1, got {level}")
-    z = statistics.NormalDist().inv_cdf((1 + level) / 2)
-    centre = (k + z * z / 2) / (n + z * z)
-    half = z * math.sqrt(k * (n - k) / n + z * z / 4) / (n + z * z)
-    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 @torch.no_grad()
@@ -193,6 +145,14 @@ def _train_one(model_kwargs: dict, train_kwargs: dict) -> tuple[TinyGPT, list, f
         ModelConfig(**model_kwargs), TrainConfig(**train_kwargs), progress=False, evaluate=False
     )
     return model, rec["loss_curve"], time.process_time() - start
+
+
+def _hashes(names) -> dict:
+    """``{checkpoint: sha256}`` of the shipped checkpoints a study reads (an empty dict when
+    it trains everything itself): the hash test compares them with the shipped files."""
+    from .model import checkpoint_sha256
+
+    return {n: checkpoint_sha256(n) for n in sorted(set(names))}
 
 
 def _versions() -> dict:
@@ -352,6 +312,7 @@ def grid_width_transfer(
             "eval_seed": 99,
             "interval": "95% percentile bootstrap over evaluation grids, 2000 resamples",
         },
+        "checkpoints": {},
         "seeds": seeds,
         "runs": runs,
         "summary": summary,
@@ -431,6 +392,7 @@ def cope_selective_copy(
             "eval_seed": 4321,
             "interval": "95% percentile bootstrap over evaluation sequences, 2000 resamples",
         },
+        "checkpoints": {},
         "seeds": seeds,
         "runs": runs,
         "summary": summary,
@@ -466,6 +428,7 @@ def cope_counting(*, lengths=(64, 128), samples: int = 512) -> dict:
             "eval_seed": 4321,
             "interval": "95% percentile bootstrap over evaluation sequences, 2000 resamples",
         },
+        "checkpoints": _hashes(["cope_counting", "rope_counting"]),
         "seeds": sorted({r["seed"] for r in rows}),
         "runs": rows,
         "cpu_seconds": round(time.process_time() - start, 1),
@@ -476,31 +439,17 @@ def cope_counting(*, lengths=(64, 128), samples: int = 512) -> dict:
 # --- chapter 11: windows imposed on trained models; windowed RoPE with and without NoPE -------
 
 
-@torch.no_grad()
 def per_window_loss(
     model: TinyGPT, length: int, *, tokens: int = 65536, batch_size: int = 16
 ) -> torch.Tensor:
-    """Next-character loss (nats) at every position of non-overlapping validation windows.
-
-    The first ``tokens`` characters of the validation text cut into windows of ``length``;
-    returns ``[windows, length]`` float64, so a perplexity and its bootstrap interval over
-    windows come from the same numbers. Refuses a model that is not a :class:`TinyGPT`.
-    """
-    from .data import corpus
+    """Next-character loss (nats) at every position of non-overlapping validation windows,
+    ``[windows, length]`` float64: :func:`pecourse.evaluate.window_losses` (the protocol's
+    one implementation), kept under this name for the studies."""
+    from .evaluate import window_losses
 
     if not isinstance(model, TinyGPT):
         raise TypeError(f"model must be a pecourse.model.TinyGPT, got {type(model).__name__}")
-    length = check_int("length", length, minimum=2)
-    tokens = check_int("tokens", tokens, minimum=length)
-    data = corpus("validation")[: tokens + 1]
-    n = tokens // length
-    windows = torch.stack([data[i * length : i * length + length + 1] for i in range(n)])
-    out = []
-    for i in range(0, n, batch_size):
-        w = windows[i : i + batch_size]
-        logits = model(w[:, :-1])[0]
-        out.append(F.cross_entropy(logits.transpose(1, 2).float(), w[:, 1:], reduction="none"))
-    return torch.cat(out).double()
+    return window_losses(model, length, tokens=tokens, batch_size=batch_size)
 
 
 def _perplexity(losses: torch.Tensor) -> dict:
@@ -554,6 +503,8 @@ def text_extrapolation(
             "split": "validation (every 20th chapter), non-overlapping windows from its start",
             "interval": "95% percentile bootstrap over windows, 2000 resamples",
         },
+        "checkpoints": _hashes(checkpoints),
+        "eval_tokens": tokens,
         "seeds": sorted({r["seed"] for r in rows}),
         "runs": rows,
         "cpu_seconds": round(time.process_time() - start, 1),
@@ -623,6 +574,8 @@ def imposed_windows(*, lengths=(64, 512), tokens: int = 65536, window: int = 64)
             "split": "validation (every 20th chapter), non-overlapping windows from its start",
             "interval": "95% percentile bootstrap over windows, 2000 resamples",
         },
+        "checkpoints": _hashes(["rope", "irope"]),
+        "eval_tokens": tokens,
         "seeds": sorted({r["seed"] for r in rows}),
         "runs": rows,
         "cpu_seconds": round(time.process_time() - start, 1),
@@ -739,6 +692,7 @@ def windowed_passkey(
             "eval_seed": 1234,
             "interval": "95% Wilson interval over evaluation sequences",
         },
+        "checkpoints": _hashes(["rope_passkey"]),
         "seeds": seeds,
         "step0": step0,
         "runs": runs,
@@ -858,6 +812,8 @@ def nope_anchor(seeds=(0, 1, 2), *, steps: int = 800, tokens: int = 65536) -> di
             "eval_tokens": tokens,
             "interval": "95% percentile bootstrap over windows, 2000 resamples",
         },
+        "checkpoints": _hashes(["rope", "nope"]),
+        "eval_tokens": tokens,
         "seeds": seeds,
         "runs": runs,
         "summary": summary,
@@ -929,6 +885,7 @@ def counting_length_generalisation(
             "eval_seed": 4321,
             "interval": "95% percentile bootstrap over evaluation sequences, 2000 resamples",
         },
+        "checkpoints": _hashes(["rope_counting"] if "rope" in plans else []),
         "seeds": seeds,
         "runs": runs,
         "summary": summary,

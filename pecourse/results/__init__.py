@@ -1,54 +1,18 @@
-"""The recorded experiment results (``pecourse/results/<name>.json``), read one way.
+"""The recorded results (``pecourse/results/<name>.json``), read one way.
 
-:func:`recorded` returns what :mod:`pecourse.experiments` measured and saved
-(``python -m pecourse.experiments run NAME --save``) as an :class:`ExperimentResult`, with
-the column names that were integers (evaluation lengths: JSON writes ``64`` as ``"64"``)
-turned back into integers, so a recording and a fresh run index the same way. Importing this
-module loads neither torch nor the model.
+:func:`recorded` returns a recording as the dict it was written from: an experiment of
+:mod:`pecourse.experiments` (``python -m pecourse.experiments run NAME --save``), a study of
+:mod:`pecourse.studies` or the base-crossing run of :mod:`pecourse.base_crossing`. ``make
+results`` rewrites every one from the shipped checkpoints. Importing this module loads
+neither torch nor the model.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from importlib import resources
 
-__all__ = ["ExperimentResult", "recorded", "recordings", "save"]
-
-
-@dataclass
-class ExperimentResult:
-    """A table (``rows``), a plain-language reading of it (``text``) and a ``figure``."""
-
-    name: str
-    rows: list[dict]
-    text: str
-    figure: object = field(default=None, repr=False)
-
-    def table(self) -> str:
-        """The rows as a fixed-width text table."""
-        if not self.rows:
-            return "(no rows)"
-        cols = list(dict.fromkeys(k for r in self.rows for k in r))
-        cells = [[_fmt(r.get(c)) for c in cols] for r in self.rows]
-        widths = [max(len(str(c)), *(len(row[i]) for row in cells)) for i, c in enumerate(cols)]
-        lines = ["  ".join(str(c).rjust(w) for c, w in zip(cols, widths))]
-        lines += ["  ".join(v.rjust(w) for v, w in zip(row, widths)) for row in cells]
-        return "\n".join(lines)
-
-    def to_dict(self) -> dict:
-        return {"name": self.name, "rows": self.rows, "text": self.text}
-
-    def __str__(self) -> str:
-        return f"{self.name}\n{self.table()}\n\n{self.text}"
-
-
-def _fmt(v) -> str:
-    if v is None:
-        return "n/a"
-    if isinstance(v, float):
-        return f"{v:.3g}" if abs(v) < 1000 else f"{v:.3e}"
-    return str(v)
+__all__ = ["recorded", "recordings", "fmt", "order"]
 
 
 def recordings() -> list[str]:
@@ -57,24 +21,45 @@ def recordings() -> list[str]:
     return sorted(f.name.removesuffix(".json") for f in files if f.name.endswith(".json"))
 
 
-def recorded(name: str) -> ExperimentResult:
-    """The shipped recording of experiment ``name`` (no figure: plot it from ``rows``).
+def recorded(name: str) -> dict:
+    """The shipped recording ``name`` as a dict (JSON keys are strings: a length is ``"64"``).
 
     Refuses a name without a recording, listing the ones there are.
     """
     names = recordings()
     if name not in names:
-        raise ValueError(f"name must be one of the recorded experiments {names}; got {name!r}")
-    data = json.loads(resources.files(__package__).joinpath(f"{name}.json").read_text())
-    rows = [{int(k) if k.isdigit() else k: v for k, v in row.items()} for row in data["rows"]]
-    return ExperimentResult(data["name"], rows, data["text"])
+        raise ValueError(f"name must be one of the recordings {names}; got {name!r}")
+    return json.loads(resources.files(__package__).joinpath(f"{name}.json").read_text())
 
 
-def save(result: ExperimentResult, folder=None) -> str:
-    """Write ``result`` as ``<folder>/<name>.json`` (default: this package's folder)."""
-    from pathlib import Path
+def _value(cell: dict, key: str | None) -> float:
+    if key is None:
+        key = next(k for k in ("perplexity", "accuracy", "loss", "effective", "mean") if k in cell)
+    return cell[key]
 
-    out = Path(folder or Path(__file__).parent) / f"{result.name}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result.to_dict(), indent=1, default=str) + "\n")
-    return str(out)
+
+def fmt(cell: dict, key: str | None = None, digits: int = 2) -> str:
+    """A recorded number with its interval, ``"4.77 [4.70, 4.84]"``.
+
+    ``cell``: a recorded measurement (``{"perplexity": …, "ci95": [lo, hi]}`` or with
+    ``accuracy``, ``loss``, ``effective`` or ``mean``); ``key`` picks the value when the cell
+    holds several.
+    """
+    if not isinstance(cell, dict) or "ci95" not in cell:
+        raise ValueError(f"cell must be a recorded measurement with a 'ci95', got {cell!r}")
+    lo, hi = cell["ci95"]
+    return f"{_value(cell, key):.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]"
+
+
+def order(a: dict, b: dict) -> int:
+    """``1`` if ``a``'s interval lies wholly above ``b``'s, ``-1`` if wholly below, ``0`` if
+    they overlap (then the recording cannot tell the two apart at its sample size; an
+    overlap does not show that they are equal)."""
+    for name, cell in (("a", a), ("b", b)):
+        if not isinstance(cell, dict) or "ci95" not in cell:
+            raise ValueError(f"{name} must be a recorded measurement with a 'ci95', got {cell!r}")
+    if a["ci95"][0] > b["ci95"][1]:
+        return 1
+    if a["ci95"][1] < b["ci95"][0]:
+        return -1
+    return 0

@@ -1,12 +1,12 @@
-"""Experiments run from the shipped checkpoints and say what they show."""
+"""Experiments measured on the shipped checkpoints: numbers only, under one protocol."""
 
 import json
-import time
-from pathlib import Path
 
 import pytest
 
+from pecourse import evaluate as ev
 from pecourse import experiments as ex
+from pecourse.results import recorded, recordings
 
 
 def test_the_two_rope_base_models_straddle_the_bound():
@@ -27,60 +27,91 @@ def test_the_two_rope_base_models_straddle_the_bound():
     assert low < bound < high
 
 
-def test_extrapolation_table_and_learned_is_unavailable():
-    start = time.time()
-    res = ex.extrapolation()
-    elapsed = time.time() - start
-    rows = {r["model"]: r for r in res.rows}
-    assert set(rows) == set(ex.EXTRAPOLATION_SET)
-    assert rows["learned"][128] is None and rows["learned"][64] is not None
-    assert "max_positions=64" in res.text
-    assert rows["alibi"][512] < 1.2 * rows["alibi"][64]  # ALiBi extrapolates
-    assert rows["sinusoidal"][512] > 1.5 * rows["sinusoidal"][64]  # sinusoidal does not
-    assert res.figure is not None and "n/a" in res.table()
-    assert elapsed < 120  # well under 30 s on two idle cores
-
-
-# Each experiment end to end on a small budget: every model, the code path and the report
-# (the chapters' numbers come from the full budgets, recorded in pecourse/results).
+# Each experiment end to end on a small budget: every model, the code path and the shape of
+# the recording (the chapters' numbers come from the full protocol, in pecourse/results).
 SMALL = {
+    "extrapolation": dict(lengths=(64, 128), tokens=512),
     "loss_by_position": dict(tokens=512),
-    "effective_context": dict(distances=(8, 96), lengths=(64, 256), samples=4),
-    "rope_scaling": dict(lengths=(64, 256), tokens=512, samples=4),
+    "effective_context": dict(distances=(8, 96), lengths=(64, 256), samples=4, tokens=512),
+    "rope_scaling": dict(lengths=(64, 512), tokens=1024, samples=4, distances=(48,)),
     "augmentation": dict(lengths=(64, 256), tokens=512),
-    "rope_base": dict(distances=(8, 56), samples=4),
-    "cope_tasks": dict(lengths=(64, 128), samples=8),
-    "nope_irope": dict(lengths=(64, 256), tokens=512),
+    "rope_base": dict(distances=(8, 56), samples=4, tokens=512),
 }
 
 
 def test_every_experiment_has_a_small_budget():
-    assert set(SMALL) == set(ex.EXPERIMENTS) - {"extrapolation"}
+    assert set(SMALL) == set(ex.EXPERIMENTS)
+
+
+def _keys(obj, prefix=""):
+    """Every key path of a nested dict (lists of dicts by position)."""
+    out = set()
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            out.add(prefix + str(k))
+            out |= _keys(v, prefix + str(k) + ".")
+    elif isinstance(obj, list) and obj and isinstance(obj[0], dict):
+        for i, v in enumerate(obj):
+            out |= _keys(v, f"{prefix}{i}.")
+    return out
 
 
 @pytest.mark.parametrize("name", sorted(SMALL))
-def test_every_experiment_runs(name):
-    """On a small budget, a fresh run has the recording's rows (models) and a subset of its
-    columns (fewer lengths, distances or samples)."""
+def test_every_experiment_runs_and_returns_numbers_only(name):
+    """On a small budget a fresh run has the recording's models and a subset of its keys
+    (fewer lengths, distances or samples); it is plain JSON with no prose."""
     res = ex.EXPERIMENTS[name](**SMALL[name])
-    assert res.rows and res.text and res.figure is not None
-    assert res.to_dict()["name"] == name
-    record = ex.recorded(name)
-    assert [r.get("model") for r in res.rows] == [r.get("model") for r in record.rows]
-    for fresh, recorded in zip(res.rows, record.rows):
-        assert set(fresh) <= set(recorded), set(fresh) - set(recorded)
+    assert json.loads(json.dumps(res)) == res and "text" not in res
+    record = recorded(name)
+    assert [r.get("model") for r in res["rows"]] == [r.get("model") for r in record["rows"]]
+    fresh, kept = _keys({k: res[k] for k in ("rows", "seeds", "checkpoints")}), _keys(record)
+    assert fresh <= kept, sorted(fresh - kept)[:5]
+    for key in ("protocol", "seeds", "eval_tokens", "checkpoints", "cpu_seconds", "versions"):
+        assert key in res and key in record
 
 
-def test_recordings_load_one_way_with_integer_lengths():
-    from pecourse.results import recorded, recordings
+def test_extrapolation_reports_learned_as_unavailable_with_the_reason():
+    res = ex.extrapolation(lengths=(64, 128), names=("learned", "alibi"), tokens=256)
+    rows = {r["model"]: r for r in res["rows"]}
+    assert rows["learned"]["128"] is None and rows["learned"]["64"]["perplexity"] > 1
+    assert "max_positions=64" in res["unavailable"]["learned"]
+    lo, hi = rows["alibi"]["128"]["ci95"]
+    assert lo < rows["alibi"]["128"]["perplexity"] < hi
 
-    assert set(ex.EXPERIMENTS) <= set(recordings())  # studies keep recordings there too
-    for name in ex.EXPERIMENTS:
-        res = recorded(name)
-        assert res.name == name and res.rows and res.text
-        raw = json.loads((Path(ex.__file__).parent / "results" / f"{name}.json").read_text())
-        assert json.loads(json.dumps(res.to_dict())) == raw  # nothing lost or added
-    lengths = [k for k in recorded("extrapolation").rows[0] if k != "model"]
-    assert lengths == [64, 128, 256, 512]  # ints, as a fresh run's columns
-    with pytest.raises(ValueError, match="recorded experiments"):
+
+def test_rope_scaling_uses_the_lengths_it_is_given():
+    # It used to read the column 256 whatever the lengths; now the bands follow the factor.
+    res = ex.rope_scaling(factor=2.0, lengths=(64, 96), tokens=192, samples=2, distances=(8,))
+    assert res["protocol"]["extended_window"] == 128
+    assert set(res["rows"][0]["bands"]) == {"0-64", "64-96"}
+    assert all("256" not in r for r in res["rows"])
+
+
+def test_recorded_refuses_an_unknown_name():
+    assert set(ex.EXPERIMENTS) <= set(recordings())
+    with pytest.raises(ValueError, match="recordings"):
         recorded("no_such_experiment")
+
+
+def test_experiments_record_into_a_folder(tmp_path):
+    res = ex.rope_base(distances=(8,), samples=2, tokens=128)
+    path = ex.record(res, tmp_path)
+    assert json.loads(path.read_text()) == res
+    with pytest.raises(ValueError, match="result"):
+        ex.record({"name": "nope"}, tmp_path)
+    assert ev.PROTOCOL["eval_tokens"] == recorded("extrapolation")["eval_tokens"]
+
+
+def test_fmt_and_order_read_intervals():
+    from pecourse.results import fmt, order
+
+    a = {"perplexity": 4.771, "ci95": [4.70, 4.84]}
+    b = {"perplexity": 5.2, "ci95": [4.9, 5.5]}
+    c = {"perplexity": 4.8, "ci95": [4.75, 4.95]}
+    assert fmt(a) == "4.77 [4.70, 4.84]"
+    assert fmt({"accuracy": 0.5, "ci95": [0.44, 0.56]}, digits=3) == "0.500 [0.440, 0.560]"
+    assert order(b, a) == 1 and order(a, b) == -1 and order(a, c) == 0
+    with pytest.raises(ValueError, match="ci95"):
+        fmt({"perplexity": 4.0})
+    with pytest.raises(ValueError, match="b must be"):
+        order(a, 3)

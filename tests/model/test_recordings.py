@@ -1,0 +1,131 @@
+"""Recordings that can fail: each names the checkpoints it came from, and a slow test
+recomputes a part of each under the protocol and finds it inside the recorded interval."""
+
+import pytest
+import torch
+
+from pecourse import evaluate as ev
+from pecourse import experiments as ex
+from pecourse.model import checkpoint_sha256, list_checkpoints, load_checkpoint
+from pecourse.results import recorded, recordings
+
+#: Recordings measured (at least partly) on shipped checkpoints: they must name them.
+FROM_CHECKPOINTS = {
+    *ex.EXPERIMENTS,
+    "cope_counting",
+    "text_extrapolation",
+    "imposed_windows",
+    "windowed_passkey",
+    "nope_anchor",
+    "counting_length_generalisation",
+}
+
+
+def test_every_recording_names_the_checkpoints_it_came_from():
+    """Fast: a retrained checkpoint whose recordings were not rewritten (``make results``)
+    fails here."""
+    assert FROM_CHECKPOINTS <= set(recordings())
+    shipped = set(list_checkpoints())
+    for name in recordings():
+        rec = recorded(name)
+        hashes = rec.get("checkpoints", {})
+        if name in FROM_CHECKPOINTS:
+            assert hashes, f"{name} does not record the checkpoints it came from"
+            assert isinstance(rec["seeds"], list) and rec["seeds"], name
+        for ckpt, digest in hashes.items():
+            assert ckpt in shipped, f"{name} was measured on {ckpt}, which is not shipped"
+            assert checkpoint_sha256(ckpt) == digest, (
+                f"{name} was measured on another {ckpt}: run `make results`"
+            )
+
+
+def test_experiment_recordings_carry_the_protocol():
+    for name in ex.EXPERIMENTS:
+        rec = recorded(name)
+        assert rec["eval_tokens"] >= 65536, name
+        assert rec["protocol"]["eval_tokens"] == rec["eval_tokens"]
+        assert rec["protocol"]["retrieval_samples"] >= 256, name
+        assert "bootstrap" in rec["protocol"]["perplexity_interval"]
+
+
+def _inside(fresh: dict, kept: dict, key="perplexity"):
+    lo, hi = kept["ci95"]
+    assert lo <= fresh[key] <= hi, (fresh, kept)
+    assert fresh[key] == pytest.approx(kept[key], rel=2e-3), (fresh, kept)
+
+
+def _key_len(model) -> int:
+    return model.checkpoint["train"]["task_options"]["key_len"]
+
+
+def _extrapolation():
+    rows = {r["model"]: r for r in recorded("extrapolation")["rows"]}
+    fresh = ev.perplexity_interval(ev.window_losses(load_checkpoint("sinusoidal"), 128))
+    _inside(fresh, rows["sinusoidal"]["128"])
+
+
+def _loss_by_position():
+    rows = {r["model"]: r for r in recorded("loss_by_position")["rows"]}
+    losses = ev.window_losses(load_checkpoint("rope"), 256)
+    _inside(
+        ev.band_losses(losses, [(128, 256)])["128-256"], rows["rope"]["bands"]["128-256"], "loss"
+    )
+
+
+def _effective_context():
+    rows = {r["model"]: r for r in recorded("effective_context")["rows"]}
+    model = load_checkpoint("rope_passkey")
+    out = ev.needle_outcomes(model, [192], key_len=_key_len(model))
+    _inside(ev.retrieval(out)[192], rows["rope"]["retrieval"]["192"], "accuracy")
+
+
+def _rope_scaling():
+    rec = recorded("rope_scaling")
+    rows = {r["model"]: r for r in rec["rows"]}
+    n = rec["protocol"]["extended_window"]
+    fresh = ev.perplexity_interval(ev.window_losses(load_checkpoint("rope_pi_finetune"), n))
+    _inside(fresh, rows["PI + fine-tune"][str(n)])
+
+
+def _augmentation():
+    from pecourse.positions.augmentation import randomized_positions
+
+    rec = recorded("augmentation")
+    row = next(r for r in rec["rows"] if r["model"] == "rope_randomized" and r["ids"] == "random")
+    span, n = rec["protocol"]["augment_len"], 64
+    ids = randomized_positions(
+        n, span, generator=torch.Generator().manual_seed(n), batch=65536 // n
+    )
+    fresh = ev.perplexity_interval(
+        ev.window_losses(load_checkpoint("rope_randomized"), n, positions=ids)
+    )
+    _inside(fresh, row[str(n)])
+
+
+def _rope_base():
+    rows = {r["model"]: r for r in recorded("rope_base")["rows"]}
+    model = load_checkpoint("rope_base_low_passkey")
+    out = ev.needle_outcomes(model, [32], length=64, key_len=_key_len(model))
+    _inside(ev.retrieval(out)[32], rows["rope_base_low"]["retrieval"]["32"], "accuracy")
+
+
+RECOMPUTE = {
+    "extrapolation": _extrapolation,
+    "loss_by_position": _loss_by_position,
+    "effective_context": _effective_context,
+    "rope_scaling": _rope_scaling,
+    "augmentation": _augmentation,
+    "rope_base": _rope_base,
+}
+
+
+def test_every_experiment_has_a_recompute_check():
+    assert set(RECOMPUTE) == set(ex.EXPERIMENTS)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(RECOMPUTE))
+def test_experiment_recording_recomputes(name):
+    """Slow (2-6 s each on a quiet core): one cell of each recording, recomputed under the full
+    protocol, lies inside the recorded interval (and matches the recorded value)."""
+    RECOMPUTE[name]()
