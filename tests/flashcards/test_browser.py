@@ -161,12 +161,11 @@ def test_quiz_in_jupyterlab_saves_a_review(lab):
             show.click()
             # ... and "Show answer" fills it in, marked, with MathJax rendering it.
             filled.wait_for(state="visible")
-            assert (
-                output.locator(
-                    ".widget-htmlmath strong mjx-container, .widget-htmlmath strong .MathJax"
-                ).count()
-                >= 1
-            )
+            # MathJax typesets after the answer shows: wait for it (a bare count() raced it
+            # on a loaded machine)
+            output.locator(
+                ".widget-htmlmath strong mjx-container, .widget-htmlmath strong .MathJax"
+            ).first.wait_for(state="attached")
             assert "{{c1::" not in output.inner_text()
             good = page.get_by_role("button", name="Good", exact=True)
             good.wait_for()
