@@ -60,12 +60,18 @@ def recordings() -> list[str]:
 def recorded(name: str) -> ExperimentResult:
     """The shipped recording of experiment ``name`` (no figure: plot it from ``rows``).
 
-    Refuses a name without a recording, listing the ones there are.
+    Refuses a name without a recording, listing the ones there are, and a study's recording
+    (the same folder holds those; :func:`pecourse.studies.load` reads them).
     """
     names = recordings()
     if name not in names:
         raise ValueError(f"name must be one of the recorded experiments {names}; got {name!r}")
     data = json.loads(resources.files(__package__).joinpath(f"{name}.json").read_text())
+    if not {"name", "rows", "text"} <= data.keys():  # a study's recording (pecourse.studies)
+        raise ValueError(
+            f"name {name!r} is a study's recording, not an experiment's table: read it with "
+            f"pecourse.studies.load({name!r})"
+        )
     rows = [{int(k) if k.isdigit() else k: v for k, v in row.items()} for row in data["rows"]]
     return ExperimentResult(data["name"], rows, data["text"])
 
