@@ -4,7 +4,7 @@
     python benchmarks/gpu_all.py --smoke        # anywhere: tiny shapes, CPU, checks the script
 
 What it measures, each kernel checked against the package's reference before it is timed
-(CUDA events around each repetition, L2 flushed in between — :mod:`pecourse.timing`):
+(CUDA events around each repetition, L2 flushed in between — `benchmarks/timing.py`):
 
 1. the device's copy bandwidth (``dst.copy_(src)`` of the same bytes as q + k) — the roof;
 2. the fused Triton RoPE (``pecourse.kernels.rope_triton.rope_qk``) forward and backward

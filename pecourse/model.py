@@ -50,7 +50,7 @@ from .positions.xpos import XPos
 
 __all__ = [
     "SCHEMES",
-    "INPUT_SCHEMES",
+    "input_schemes",
     "build_scheme",
     "ModelConfig",
     "TinyGPT",
@@ -62,9 +62,6 @@ __all__ = [
     "checkpoint_info",
     "checkpoint_sha256",
 ]
-
-#: Schemes that add position to the input embedding (applied once, before layer 1).
-INPUT_SCHEMES = ("learned", "sinusoidal")
 
 
 @dataclass(frozen=True)
@@ -109,6 +106,13 @@ SCHEMES: dict[str, tuple[Callable[..., PositionScheme], Callable[[Sizes], dict]]
     "swa_rope": (_swa_rope, lambda s: dict(head_dim=s.head_dim, backend=FAST_ROPE)),
     "chunk_rope": (_chunk_rope, lambda s: dict(head_dim=s.head_dim, backend=FAST_ROPE)),
 }
+
+
+def input_schemes() -> tuple[str, ...]:
+    """The names in :data:`SCHEMES` whose scheme adds position to the input embedding (its
+    ``places`` include ``"input"``): applied once, before layer 1, never inside a layer.
+    Read off the registry each time, so a scheme registered later is recognised too."""
+    return tuple(n for n, (make, _) in SCHEMES.items() if "input" in getattr(make, "places", ()))
 
 
 def build_scheme(
@@ -177,10 +181,11 @@ class ModelConfig:
         names = [n.strip() for n in self.plan.split(",")]
         for n in names:
             check_choice("plan", n, tuple(SCHEMES))
-        if any(n in INPUT_SCHEMES for n in names):
+        inputs = input_schemes()
+        if any(n in inputs for n in names):
             if len(names) != 1:
                 raise ValueError(
-                    f"plan {self.plan!r} mixes an input scheme ({', '.join(INPUT_SCHEMES)}) with "
+                    f"plan {self.plan!r} mixes an input scheme ({', '.join(inputs)}) with "
                     "per-layer schemes; an input scheme must be the whole plan"
                 )
             return ["nope"] * self.n_layers
@@ -195,7 +200,7 @@ class ModelConfig:
 
     @property
     def input_scheme(self) -> str:
-        return self.plan if self.plan in INPUT_SCHEMES else "nope"
+        return self.plan if self.plan in input_schemes() else "nope"
 
     def to_dict(self) -> dict:
         return asdict(self)

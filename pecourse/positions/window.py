@@ -24,31 +24,31 @@ import torch
 from torch import Tensor
 
 from .._validate import check_int, check_tensor
-from ..attention import PositionScheme
+from ..attention import PositionScheme, relative_offsets
 
 __all__ = ["SlidingWindow", "Chunked", "outside_window", "outside_chunk"]
 
 
-def _offsets(q_positions: Tensor, k_positions: Tensor) -> tuple[Tensor, Tensor]:
+def _check_positions(q_positions: Tensor, k_positions: Tensor) -> None:
     check_tensor("q_positions", q_positions, ndim=(1, 2), floating=False)
     check_tensor("k_positions", k_positions, ndim=(1, 2), floating=False)
-    return q_positions[..., :, None], k_positions[..., None, :]
 
 
 def outside_window(q_positions: Tensor, k_positions: Tensor, window: int) -> Tensor:
     """True where key ``j`` is ``window`` or more positions before query ``i``: ``[.., Lq, Lk]``."""
     window = check_int("window", window, minimum=1)
-    qi, kj = _offsets(q_positions, k_positions)
-    return (qi - kj) >= window
+    _check_positions(q_positions, k_positions)
+    return relative_offsets(q_positions, k_positions) <= -window  # j - i <= -window
 
 
 def outside_chunk(q_positions: Tensor, k_positions: Tensor, chunk: int) -> Tensor:
     """True where key ``j`` lies in another chunk of ``chunk`` positions than query ``i``."""
     chunk = check_int("chunk", chunk, minimum=1)
-    qi, kj = _offsets(q_positions, k_positions)
-    return torch.div(qi, chunk, rounding_mode="floor") != torch.div(
-        kj, chunk, rounding_mode="floor"
+    _check_positions(q_positions, k_positions)
+    q_chunk, k_chunk = (
+        torch.div(p, chunk, rounding_mode="floor") for p in (q_positions, k_positions)
     )
+    return q_chunk[..., :, None] != k_chunk[..., None, :]
 
 
 class _Span(PositionScheme):

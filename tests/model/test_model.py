@@ -10,6 +10,7 @@ from pecourse.model import (
     ModelConfig,
     TinyGPT,
     build_scheme,
+    input_schemes,
     list_checkpoints,
     load_checkpoint,
     save_checkpoint,
@@ -40,6 +41,18 @@ def test_plan_places_schemes_per_layer():
     learned = TinyGPT(ModelConfig(plan="learned", **SMALL))
     assert type(learned.input_scheme).__name__ == "LearnedAbsolute"
     assert all(type(b.attn.scheme).__name__ == "NoPE" for b in learned.blocks)
+
+
+def test_an_input_scheme_is_known_by_its_places_not_its_name(monkeypatch):
+    # A newly registered input scheme is applied once at the embedding, as "learned" is; if
+    # the model knew input schemes by name it would sit unused inside the attention layers.
+    monkeypatch.setitem(SCHEMES, "table", SCHEMES["learned"])
+    assert set(input_schemes()) == {"learned", "sinusoidal", "table"}
+    model = TinyGPT(ModelConfig(plan="table", **SMALL))
+    assert type(model.input_scheme).__name__ == "LearnedAbsolute"
+    assert all(type(b.attn.scheme).__name__ == "NoPE" for b in model.blocks)
+    with pytest.raises(ValueError, match="input scheme"):
+        ModelConfig(plan="table,rope", **SMALL)
 
 
 def test_position_options_reach_the_scheme():
