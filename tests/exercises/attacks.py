@@ -61,12 +61,17 @@ def attacks(solutions: str, gradebook: list[str]) -> dict[str, dict[str, str]]:
             **WRONG_REST,
         },
         # look for the hidden tests and the expected values in memory and in the caller
+        # (gc lists containers, never strings: look in the dicts it tracks for a job's list
+        # of cells, as inherited through fork; the marker is built at run time so that this
+        # cell's own source does not match)
         "atk_search_memory": {
             "answer_table": "import gc, sys, torch\n"
-            "found = [o for o in gc.get_objects() if isinstance(o, str) and "
-            "('HIDDEN TESTS' in o or 'sinusoidal_shift_matrix' in o)]\n"
+            "mark = 'BEGIN HIDDEN' + ' TESTS'\n"
+            "found = [c[0] for o in gc.get_objects() if type(o) is dict "
+            "and type(o.get('cells')) is list for c in o['cells'] "
+            "if type(c) is list and c and type(c[0]) is str and mark in c[0]]\n"
             "if found:\n"
-            "    raise ValueError('LEAK ' + found[0][:300])\n"
+            "    raise ValueError('LEAK ' + found[0][-300:])\n"
             "def sinusoidal_table(num_positions, dim, base=10000.0):\n"
             "    frame = sys._getframe(1)\n"
             "    while frame is not None:\n"
