@@ -16,9 +16,17 @@ are out of its reach, and nothing it starts outlives its job. How:
   :mod:`pecourse.exercises.wire`), so patching ``torch.allclose``, builtins or
   ``pecourse`` in the notebook, wrapping the cell runner, or inspecting the caller's frame
   reaches nothing that decides a grade; a "forged" reply is just the value a function
-  returned. The hidden tests are not among the student's process's objects (only the
-  inputs they pass to the student's functions are; the test cells it inherits through
-  fork are dropped before any student code runs).
+  returned. The student's process never holds a test cell: of the tests it sees only the
+  inputs they pass to its functions.
+* **Nothing of another job, and no test, is in the student's process's memory**, not even
+  in memory freed before it was forked (which a notebook can read with
+  ``process_vm_readv`` on itself). The server forks a *zygote* right after its imports,
+  before it reads any job, and every judge is forked from the zygote; a judge forks the
+  student's process before it reads its job, then sends it only its own notebook, folders
+  and limits. The student's process starts as a copy of the zygote: the preloaded modules
+  and the server's start-up state, nothing else. That state includes the server's command
+  line (the protected paths) and its environment variables, which are the grader's: keep
+  no secrets in the environment you grade from.
 * **The student's process is sandboxed** (:mod:`pecourse.exercises.sandbox`): its own
   user, PID, mount, network, IPC and UTS namespaces, a read-only root that holds only the
   Python installation, a private tmpfs home and ``/tmp``, a fresh unprivileged uid per
@@ -37,13 +45,6 @@ runs as root, the same limits and a subreaper that kills every descendant at the
 then says so on the terminal and in every gradebook row (``isolation`` column): in that
 mode a notebook can read what its uid can read, ``solutions/`` included, and without root
 it can signal the grader. The verdicts are still computed outside the student's process.
-
-Known gap (open): the student's process is forked from the judge, which is forked from
-the long-lived fork server, and memory those processes freed is not wiped. A notebook that
-reads its own raw memory (``ctypes``, ``process_vm_readv`` on itself) can find fragments of
-this job's hidden tests and of notebooks graded earlier by the same server, other students'
-answers included. Closing it needs a student process that never shared memory with a
-process that read a job (a zygote forked before the first job, or a fresh interpreter).
 
 Out of scope: kernel exploits and side channels, CPU time stolen from other jobs while a
 job runs, and an instructor who grades with ``--isolation none`` or ``--allow-reference``.
