@@ -209,7 +209,7 @@ def _hidden_test_lines(source) -> list[str]:
     return sorted(secret, key=len, reverse=True)[:8]  # each costs a pass over ~250 MB
 
 
-@pytest.mark.slow  # its own grading server and class, and a scan of ~230 MB: 14 s on a loaded machine
+@pytest.mark.slow  # own server and class, a scan of ~230 MB: 8 s quiet, 14-21 s loaded
 def test_raw_memory_holds_no_hidden_test_and_no_earlier_notebook(tmp_path):
     """A notebook that reads its own process's raw memory (freed memory included) finds
     its own notebook and nothing else: no line of the hidden tests the judge runs on it, no
