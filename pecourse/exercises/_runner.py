@@ -2,13 +2,26 @@
 
 :mod:`pecourse.exercises.grade` starts ``python -m pecourse.exercises._runner --serve
 LEVEL`` once per batch (:func:`serve`): it imports torch, numpy, matplotlib and IPython
-once, checks which isolation the machine allows (:func:`pecourse.exercises.sandbox.probe`)
-and then forks one **judge** per submission. Three processes per job::
+once, checks which isolation the machine allows (:func:`pecourse.exercises.sandbox.probe`),
+forks a **zygote** (:func:`zygote`) before it reads any job, and has the zygote fork one
+**judge** per submission. The processes of one job::
 
-    fork server ──fork──► judge (trusted: set-up and test cells, verdicts, result file)
-                            └──fork──► gate (new user + PID namespaces)
-                                          └──fork──► student (PID 1 there: set-up,
-                                                      answer and added cells; sandboxed)
+    fork server ──fork──► zygote ──fork──► judge (trusted: set-up and test cells,
+    (reads no job)        (reads no job)      │     verdicts, result file)
+                                              └──fork──► gate (new user + PID namespaces)
+                                                          └──fork──► student (PID 1 there:
+                                                              set-up, answer and added
+                                                              cells; sandboxed)
+
+**No process the student's code runs in ever held another job, or a test.** A fork
+copies the parent's whole memory, freed memory included (freed memory is not wiped, and a
+notebook can read its own raw memory with ``process_vm_readv``). So the server hands each
+job file to the zygote as an open descriptor it never reads; the zygote passes it, unread,
+to a new judge; and the judge forks the gate and the student's process *before* it reads
+the job. The student's process thus starts as a copy of the zygote (the preloaded modules
+and nothing else) and receives over its socket only its own part of the job: its notebook,
+its folders and its limits (:meth:`Judge.configure`), then the set-up, answer and added
+cells one at a time. The test cells stay in the judge.
 
 The student's process runs the notebook's code cells — the locked set-up, the answers,
 cells the student added — in an IPython shell, and otherwise only answers requests from
@@ -30,11 +43,11 @@ by its state, a function the test passes in is called back in the judge). An exe
 asked for a module or another object would have to expose what its tests check through
 such calls (``forward(module_args, x)``), and say so in its text; none of the sixteen does.
 
-A job is a JSON file (deleted once read): ``cells`` (``[source, grade_id, kind]`` with
-``kind`` one of ``setup``, ``answer``, ``added``, ``test``), ``answer_names``,
-``cell_timeout``, ``memory_mb``, ``output_cap``, ``result`` (the file that receives one
-JSON line per cell, written by the judge the moment a cell ends), ``workdir`` and
-``scratch`` (the fallback's working and temporary directories),
+A job is a JSON file (opened and deleted by the server, read by the judge): ``cells``
+(``[source, grade_id, kind]`` with ``kind`` one of ``setup``, ``answer``, ``added``,
+``test``), ``answer_names``, ``cell_timeout``, ``memory_mb``, ``output_cap``, ``result``
+(the file that receives one JSON line per cell, written by the judge the moment a cell
+ends), ``workdir`` and ``scratch`` (the fallback's working and temporary directories),
 ``notebook`` (``[file name, text]``, copied into the student's home as nbgrader does),
 ``protected`` (paths the sandbox must hide) and ``allow_reference``.
 
@@ -58,8 +71,8 @@ from . import sandbox, wire
 
 MAX_ERROR_CHARS = 600
 GRACE = 3.0  # seconds the judge waits past a budget before it gives the student up
-# Imported once by the fork server. Not the course package: the student's process is
-# forked from the server and must not hold the reference implementations.
+# Imported once by the fork server, before the zygote is forked. Not the course package:
+# the student's process descends from the zygote and must not hold the reference code.
 PRELOAD = (
     "torch",
     "numpy",
@@ -440,36 +453,38 @@ class AnswerProxy:
 class Judge:
     """The trusted side of one job (see the module docstring)."""
 
-    def __init__(self, job: dict, level: str, report):
+    def __init__(self, level: str):
         import torch
 
         self.torch = torch
-        self.job = job
+        self.job: dict = {}  # read only after the student's processes were forked (spawn)
         self.level = level
-        self.report = report
-        self.cell_timeout = float(job["cell_timeout"])
-        self.memory_mb = int(job["memory_mb"])
+        self.report = None
+        self.cell_timeout = 1.0
+        self.memory_mb = 0
         self.deadline = None
         self.gone: str | None = None
         self.student_pid = None
         self.gate_pid = None
+        self.uid = None
         self.callables: dict[int, object] = {}
         self.ns: dict = {"__name__": "__main__", "__builtins__": builtins}
         self.channel: Channel | None = None
         self._rng_known = None  # the torch RNG state the student's process holds, if known
 
     # ----------------------------------------------------------------- process set-up
-    def start(self) -> None:
-        uid = sandbox.job_uid()
+    def spawn(self, keep_closed: tuple[int, ...] = ()) -> None:
+        """Fork the student's processes, before this judge has read its job.
+
+        The student's process is a fork of this process, so it starts with a copy of this
+        process's memory, freed memory included: here that is the zygote's memory (the
+        preloaded modules, never a job) and nothing else. It receives its own part of the
+        job afterwards (:meth:`configure`). ``keep_closed``: descriptors the gate closes
+        (the job file's)."""
+        uid = sandbox.job_uid()  # from this process's pid: nothing of the job
         if self.level == sandbox.NONE and not sandbox.others_can_run_python():
             uid = None  # stays the grader's uid: the fallback's warning says so
-        protected = list(self.job.get("protected", []))
-        allow = []
-        if self.job.get("allow_reference"):
-            package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-            allow.append(package)
-            protected.append(os.path.join(package, "exercises"))
-        plan = sandbox.Plan(protected=protected, allow_paths=allow, uid=uid)
+        self.uid = uid
         mine, theirs = socket.socketpair()
         if self.level == sandbox.NAMESPACES:
             maps_r, maps_w = os.pipe()
@@ -479,7 +494,7 @@ class Judge:
             if gate == 0:  # the gate: new user and PID namespaces, then the student
                 code = 70
                 try:
-                    for fd in (maps_r, go_w, pid_r):
+                    for fd in (maps_r, go_w, pid_r, *keep_closed):
                         os.close(fd)
                     mine.close()
 
@@ -492,7 +507,7 @@ class Judge:
                     sandbox.die_with_parent()
                     child = os.fork()
                     if child == 0:
-                        self._become_student(theirs, plan)
+                        self._become_student(theirs)
                     theirs.close()
                     os.write(pid_w, str(child).encode())
                     _, status = os.waitpid(child, 0)
@@ -527,13 +542,16 @@ class Judge:
             sandbox.become_subreaper()
             child = os.fork()
             if child == 0:
-                self._become_student(theirs, plan)
+                self._become_student(theirs)
             theirs.close()
             self.student_pid = child
         self.channel = Channel(mine, self._serve_callback)
 
-    def _become_student(self, sock, plan) -> None:
+    def _become_student(self, sock) -> None:
         try:
+            # This process is a fork of a judge that has not read its job yet (nor has any
+            # ancestor since the zygote): no test cell, no other notebook was ever in this
+            # memory. Its own part of the job comes over the socket (configure).
             null = os.open(os.devnull, os.O_RDWR)
             for target in (0, 1, 2):
                 os.dup2(null, target)
@@ -546,7 +564,14 @@ class Judge:
                     except OSError:
                         pass
             os.setsid() if self.level == sandbox.NAMESPACES else None
-            student_main(sock, self.job, self.level, plan)
+            sock.settimeout(None)
+            job, _ = wire.recv(sock)
+            if job.get("op") != "job":
+                os._exit(0)  # the judge ended before it sent the job
+            plan = sandbox.Plan(
+                protected=list(job["protected"]), allow_paths=list(job["allow_paths"]), uid=self.uid
+            )
+            student_main(sock, job, self.level, plan)
         except BaseException:  # noqa: BLE001 - tell the judge, then leave
             try:
                 import traceback
@@ -556,6 +581,41 @@ class Judge:
                 pass
         finally:
             os._exit(71)
+
+    def configure(self, job: dict, report) -> None:
+        """The job, read after the fork: keep it here, send the student's process its part
+        (its notebook, its folders, its limits; no test cell)."""
+        self.job = job
+        self.report = report
+        self.cell_timeout = float(job["cell_timeout"])
+        self.memory_mb = int(job["memory_mb"])
+        protected = list(job.get("protected", []))
+        allow = []
+        if job.get("allow_reference"):
+            package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+            allow.append(package)
+            protected.append(os.path.join(package, "exercises"))
+        if self.gone or self.channel is None:
+            return
+        own = {
+            "op": "job",
+            "notebook": job["notebook"],
+            "workdir": job["workdir"],
+            "scratch": job["scratch"],
+            "cell_timeout": self.cell_timeout,
+            "memory_mb": self.memory_mb,
+            "output_cap": int(job["output_cap"]),
+            "allow_reference": bool(job.get("allow_reference")),
+            "protected": protected,
+            "allow_paths": allow,
+        }
+        try:
+            self.channel.sock.settimeout(self.cell_timeout + GRACE)
+            wire.send(self.channel.sock, own)
+        except (wire.WireError, OSError) as exc:
+            self._stop(
+                f"the notebook could not be sent to its process ({clean_text(str(exc), 100)})"
+            )
 
     # ----------------------------------------------------------------- requests
     def _budget(self) -> float:
@@ -803,19 +863,31 @@ def _open_fds() -> list[int]:
         return list(range(3, 256))
 
 
-def run_job(job: dict, level: str) -> None:
-    """The judge's whole life (in a fresh process forked by the server); never returns."""
+def run_job(job_fd: int, level: str) -> None:
+    """The judge's whole life (a fresh process forked by the zygote); never returns.
+
+    ``job_fd`` is the job file, still unread: the student's processes are forked first
+    (:meth:`Judge.spawn`), so that they never share memory with a process that read a job."""
+    sandbox.protect_from_same_uid()
+    judge = Judge(level)
+    spawn_error = None
+    try:
+        judge.spawn(keep_closed=(job_fd,))
+    except BaseException as exc:  # noqa: BLE001 - reported once the result file is open
+        spawn_error = exc
+    with os.fdopen(job_fd, "rb") as f:
+        job = json.loads(f.read())
     fd = os.open(job["result"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
 
     def report(record: dict) -> None:
         os.write(fd, (json.dumps(record) + "\n").encode())
 
-    sandbox.protect_from_same_uid()
     sys.stdout = sys.stderr = CappedOutput(int(job["output_cap"]))
-    judge = Judge(job, level, report)
     try:
         report({"started": True, "isolation": level})
-        judge.start()
+        if spawn_error is not None:
+            raise spawn_error
+        judge.configure(job, report)
         judge.run()
         report({"done": True})
     except BaseException as exc:  # noqa: BLE001 - the judge itself failed: say so
@@ -830,13 +902,24 @@ def run_job(job: dict, level: str) -> None:
 
 
 def serve(requested: str) -> None:
-    """A fork server: preload the heavy imports once, then fork one judge per submission.
+    """A fork server: preload the heavy imports once, then run one judge per submission.
 
     Protocol (lines on stdin/stdout): the server first says ``READY <level> <detail>`` (or
     ``REFUSED <detail>`` when ``requested`` is ``namespaces`` and the machine cannot);
-    ``RUN <id> <job.json>`` forks a judge in a new session and answers ``PID <id> <pid>``;
+    ``RUN <id> <job.json>`` starts a judge in a new session and answers ``PID <id> <pid>``;
     when it ends the server says ``EXIT <id> <code>``; ``KILL <id>`` kills its process group
     (the sandbox dies with it). EOF on stdin kills what is left and ends the server.
+
+    Right after the preload, before it reads any line, the server forks a **zygote**
+    (:func:`zygote`), and every judge is forked from the zygote, not from the server. The
+    server never reads a job either: it opens the job file, deletes it and hands the open
+    descriptor to the zygote, which hands it to a new judge unread. The judge forks the
+    student's processes before it reads the job, so the student's memory is a copy of the
+    zygote's, which never held a job, a test or a notebook::
+
+        server ─fork─► zygote ─fork─► judge ─fork─► (gate ─fork─►) student
+                         (preload only)  └ reads the job after the fork, sends the student
+                                           its notebook and folders over the socket
     """
     import select
 
@@ -864,7 +947,6 @@ def serve(requested: str) -> None:
             if sandbox.others_can_run_python()
             else "; jobs run AS ROOT: this Python installation is not readable by other users"
         )
-    children: dict[int, str] = {}  # pid -> job id
 
     def say(line: str) -> None:
         sys.stdout.write(line + "\n")
@@ -873,51 +955,103 @@ def serve(requested: str) -> None:
     if requested == sandbox.NAMESPACES and level != sandbox.NAMESPACES:
         say(f"REFUSED {clean_text(detail)}")
         return
+    link, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    zygote_pid = os.fork()
+    if zygote_pid == 0:
+        try:
+            link.close()
+            zygote(theirs, level)
+        finally:
+            os._exit(0)
+    theirs.close()
     say(f"READY {level} {clean_text(detail)}")
+    jobs: dict[int, str] = {}  # number -> job id (the zygote knows numbers only)
+    pids: dict[int, int] = {}  # number -> the judge's pid
+    counter = 0
     stdin = sys.stdin.buffer
     pending = b""
     open_input = True
-    while open_input or children:
-        if open_input:
-            ready, _, _ = select.select([stdin], [], [], 0.02)
-        else:
-            ready = []
-            time.sleep(0.02)
-        if ready:
+    zygote_alive = True
+    while zygote_alive:
+        watch = [link] + ([stdin] if open_input else [])
+        ready, _, _ = select.select(watch, [], [], 1.0)
+        if stdin in ready:
             chunk = os.read(stdin.fileno(), 65536)
             if not chunk:
                 open_input = False
-                for pid in list(children):
-                    _killpg(pid)
+                _tell(link, "STOP")  # kill what is left, then end
             pending += chunk
             while b"\n" in pending:
                 line, pending = pending.split(b"\n", 1)
                 words = line.decode().split(" ", 2)
-                if words[0] == "RUN":
+                if words[0] == "RUN" and len(words) == 3:
                     job_id, job_path = words[1], words[2]
-                    with open(job_path, encoding="utf-8") as f:
-                        job = json.load(f)
-                    # The job holds the hidden tests: read once, then gone.
-                    os.unlink(job_path)
-                    pid = os.fork()
-                    if pid == 0:  # the judge of one submission
-                        try:
-                            os.setsid()
-                            sandbox.die_with_parent()
-                            null = os.open(os.devnull, os.O_RDWR)
-                            for target in (0, 1, 2):
-                                os.dup2(null, target)
-                            os.close(null)
-                            signal.signal(signal.SIGINT, signal.SIG_DFL)
-                            run_job(job, level)
-                        finally:
-                            os._exit(70)
-                    children[pid] = job_id
-                    say(f"PID {job_id} {pid}")
+                    counter += 1
+                    try:
+                        # Opened, never read here: the job (hidden tests) goes unread to
+                        # the judge. Deleted at once: no process can open it again.
+                        job_fd = os.open(job_path, os.O_RDONLY | os.O_CLOEXEC)
+                        os.unlink(job_path)
+                    except OSError:
+                        say(f"EXIT {job_id} 70")
+                        continue
+                    jobs[counter] = job_id
+                    try:
+                        socket.send_fds(link, [f"RUN {counter}".encode()], [job_fd])
+                    except OSError:
+                        zygote_alive = False
+                    finally:
+                        os.close(job_fd)
                 elif words[0] == "KILL":
-                    for pid, jid in children.items():
+                    for number, jid in jobs.items():
                         if jid == words[1]:
-                            _killpg(pid)
+                            _tell(link, f"KILL {number}")
+        if link in ready:
+            try:
+                message = link.recv(256)
+            except OSError:
+                message = b""
+            if not message:  # the zygote ended (or was killed): so does this server
+                zygote_alive = False
+            words = message.decode(errors="replace").split()
+            if len(words) == 3 and words[1].isdigit():
+                number = int(words[1])
+                if words[0] == "PID" and number in jobs:
+                    pids[number] = int(words[2])
+                    say(f"PID {jobs[number]} {words[2]}")
+                elif words[0] == "EXIT" and number in jobs:
+                    pids.pop(number, None)
+                    say(f"EXIT {jobs.pop(number)} {words[2]}")
+    for pid in pids.values():  # the zygote is gone: its judges go with it
+        _killpg(pid)
+    link.close()
+    try:
+        os.waitpid(zygote_pid, 0)
+    except ChildProcessError:
+        pass
+    sandbox.kill_descendants(os.getpid())
+
+
+def _tell(link: socket.socket, text: str) -> None:
+    try:
+        link.send(text.encode())
+    except OSError:
+        pass
+
+
+def zygote(link: socket.socket, level: str) -> None:
+    """Fork one judge per ``RUN <n>`` message (with the job file's descriptor attached);
+    report ``PID <n> <pid>`` and ``EXIT <n> <code>``; ``KILL <n>`` kills that judge's process
+    group; ``STOP`` (or the server gone) kills them all and ends the zygote.
+
+    The zygote reads nothing but these messages: the memory every judge, and through it
+    every student's process, starts from holds the preloaded modules and no job."""
+    import select
+
+    sandbox.die_with_parent()
+    children: dict[int, int] = {}  # the judge's pid -> n
+    stopping = False
+    while True:
         while True:
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)
@@ -925,13 +1059,51 @@ def serve(requested: str) -> None:
                 break
             if pid == 0:
                 break
-            job_id = children.pop(pid, None)
-            if job_id is not None:
+            number = children.pop(pid, None)
+            if number is not None:
                 _killpg(pid)  # anything left in the judge's group
-                say(f"EXIT {job_id} {_returncode(status)}")
-        if not children and not open_input:
-            break
-    sandbox.kill_descendants(os.getpid())
+                _tell(link, f"EXIT {number} {_returncode(status)}")
+        if stopping and not children:
+            return
+        ready, _, _ = select.select([] if stopping else [link], [], [], 0.02)
+        if not ready:
+            continue
+        try:
+            message, fds, _, _ = socket.recv_fds(link, 256, 4)
+        except OSError:
+            message, fds = b"", []
+        words = message.decode(errors="replace").split()
+        if not words or words[0] == "STOP":
+            stopping = True
+            for fd in fds:
+                os.close(fd)
+            for pid in children:
+                _killpg(pid)
+            continue
+        if words[0] == "RUN" and len(words) == 2 and words[1].isdigit() and len(fds) == 1:
+            number = int(words[1])
+            pid = os.fork()
+            if pid == 0:  # the judge of one submission
+                try:
+                    link.close()
+                    os.setsid()
+                    sandbox.die_with_parent()
+                    null = os.open(os.devnull, os.O_RDWR)
+                    for target in (0, 1, 2):
+                        os.dup2(null, target)
+                    os.close(null)
+                    signal.signal(signal.SIGINT, signal.SIG_DFL)
+                    run_job(fds[0], level)
+                finally:
+                    os._exit(70)
+            children[pid] = number
+            _tell(link, f"PID {number} {pid}")
+        elif words[0] == "KILL" and len(words) == 2:
+            for pid, number in children.items():
+                if str(number) == words[1]:
+                    _killpg(pid)
+        for fd in fds:
+            os.close(fd)
 
 
 def _killpg(pid: int) -> None:

@@ -16,8 +16,17 @@ are out of its reach, and nothing it starts outlives its job. How:
   :mod:`pecourse.exercises.wire`), so patching ``torch.allclose``, builtins or
   ``pecourse`` in the notebook, wrapping the cell runner, or inspecting the caller's frame
   reaches nothing that decides a grade; a "forged" reply is just the value a function
-  returned. The hidden tests never enter the student's process (only the inputs they
-  pass to the student's functions do).
+  returned. The student's process never holds a test cell: of the tests it sees only the
+  inputs they pass to its functions.
+* **Nothing of another job, and no test, is in the student's process's memory**, not even
+  in memory freed before it was forked (which a notebook can read with
+  ``process_vm_readv`` on itself). The server forks a *zygote* right after its imports,
+  before it reads any job, and every judge is forked from the zygote; a judge forks the
+  student's process before it reads its job, then sends it only its own notebook, folders
+  and limits. The student's process starts as a copy of the zygote: the preloaded modules
+  and the server's start-up state, nothing else. That state includes the server's command
+  line (the protected paths) and its environment variables, which are the grader's: keep
+  no secrets in the environment you grade from.
 * **The student's process is sandboxed** (:mod:`pecourse.exercises.sandbox`): its own
   user, PID, mount, network, IPC and UTS namespaces, a read-only root that holds only the
   Python installation, a private tmpfs home and ``/tmp``, a fresh unprivileged uid per

@@ -61,12 +61,17 @@ def attacks(solutions: str, gradebook: list[str]) -> dict[str, dict[str, str]]:
             **WRONG_REST,
         },
         # look for the hidden tests and the expected values in memory and in the caller
+        # (gc lists containers, never strings: look in the dicts it tracks for a job's list
+        # of cells, as inherited through fork; the marker is built at run time so that this
+        # cell's own source does not match)
         "atk_search_memory": {
             "answer_table": "import gc, sys, torch\n"
-            "found = [o for o in gc.get_objects() if isinstance(o, str) and "
-            "('HIDDEN TESTS' in o or 'sinusoidal_shift_matrix' in o)]\n"
+            "mark = 'BEGIN HIDDEN' + ' TESTS'\n"
+            "found = [c[0] for o in gc.get_objects() if type(o) is dict "
+            "and type(o.get('cells')) is list for c in o['cells'] "
+            "if type(c) is list and c and type(c[0]) is str and mark in c[0]]\n"
             "if found:\n"
-            "    raise ValueError('LEAK ' + found[0][:300])\n"
+            "    raise ValueError('LEAK ' + found[0][-300:])\n"
             "def sinusoidal_table(num_positions, dim, base=10000.0):\n"
             "    frame = sys._getframe(1)\n"
             "    while frame is not None:\n"
@@ -192,3 +197,45 @@ def attacks(solutions: str, gradebook: list[str]) -> dict[str, dict[str, str]]:
             "    return reference(num_positions, dim, base)\n",
         },
     }
+
+
+def raw_memory_scan(markers: dict[str, str]) -> str:
+    """An answer cell that reads its own process's memory (``process_vm_readv`` on itself,
+    every writable mapping) and fails with ``SCANNED <MB> MB FOUND <names>``: the names of
+    the ``markers`` it found. Each marker is searched as two halves that must lie side by
+    side, so the cell itself (its source, its constants) never holds a whole marker."""
+    pieces = {k: (v[: len(v) // 2].encode(), v[len(v) // 2 :].encode()) for k, v in markers.items()}
+    return (
+        "import ctypes, os\n"
+        "def _scan(pieces):\n"
+        "    libc = ctypes.CDLL(None, use_errno=True)\n"
+        "    class IOV(ctypes.Structure):\n"
+        "        _fields_ = [('base', ctypes.c_void_p), ('len', ctypes.c_size_t)]\n"
+        "    step = 1 << 22\n"
+        "    buf = ctypes.create_string_buffer(step + 256)\n"
+        "    found, scanned = set(), 0\n"
+        "    for line in open('/proc/self/maps').read().splitlines():\n"
+        "        parts = line.split()\n"
+        "        if not parts[1].startswith('rw'):\n"
+        "            continue\n"
+        "        low, high = (int(x, 16) for x in parts[0].split('-'))\n"
+        "        for pos in range(low, high, step):\n"
+        "            n = min(step + 256, high - pos)\n"
+        "            local = IOV(ctypes.cast(buf, ctypes.c_void_p), n)\n"
+        "            remote = IOV(pos, n)\n"
+        "            got = libc.process_vm_readv(os.getpid(), ctypes.byref(local), 1,\n"
+        "                                        ctypes.byref(remote), 1, 0)\n"
+        "            if got <= 0:\n"
+        "                continue\n"
+        "            data = buf.raw[:got]\n"
+        "            scanned += got\n"
+        "            for name, (head, tail) in pieces.items():\n"
+        "                at = data.find(head)\n"
+        "                while at >= 0 and name not in found:\n"
+        "                    if data[at + len(head) : at + len(head) + len(tail)] == tail:\n"
+        "                        found.add(name)\n"
+        "                    at = data.find(head, at + 1)\n"
+        "    return scanned, sorted(found)\n"
+        f"_mb, _found = _scan({pieces!r})\n"
+        "raise ValueError(f'SCANNED {_mb >> 20} MB FOUND {_found}')\n"
+    )

@@ -8,14 +8,20 @@ process behind, and ``solutions/`` and the gradebook untouched.
 from __future__ import annotations
 
 import csv
+import re
+import uuid
+from pathlib import Path
 
 import pytest
+from nbformat.v4 import new_code_cell
 
-from pecourse.exercises.grade import write_csv
+import pecourse
+from pecourse.exercises.grade import Limits, grade_class, write_csv
+from pecourse.exercises.notebook import grade_id, notebook_text, write_notebook
 
-from .attacks import attacks
-from .conftest import BROKEN, SLUG
-from .helpers import SOLUTIONS_DIR, tree_digest
+from .attacks import WRONG_REST, attacks, raw_memory_scan
+from .conftest import BROKEN, SLUG, source09
+from .helpers import SOLUTIONS_DIR, answered, tree_digest, typed
 
 PARTS = ["test_table", "test_shift", "test_wavelengths"]
 ATTACKERS = sorted(attacks("", []))
@@ -178,3 +184,65 @@ def test_duplicated_answer_cell_grades_the_last_copy(hostile):
 
 def test_every_broken_student_was_graded(hostile):
     assert {s for s, _ in hostile.rows} >= set(BROKEN)
+
+
+# ----------------------------------------------------------------------------- raw memory
+
+
+def _hidden_test_lines(source) -> list[str]:
+    """The eight longest lines of 09's hidden tests that only the judge holds: in neither the
+    released notebook nor the course package's code (whose constants the student's process
+    may hold)."""
+    lines = []
+    for cell in source.cells:
+        text = cell.source
+        while "### BEGIN HIDDEN TESTS" in text:
+            start = text.index("### BEGIN HIDDEN TESTS")
+            end = text.index("### END HIDDEN TESTS", start)
+            lines += [line.strip() for line in text[start:end].splitlines()[1:]]
+            text = text[end + 1 :]
+    package = Path(pecourse.__file__).parent
+    code = "".join(p.read_text(encoding="utf-8") for p in package.rglob("*.py"))
+    student = typed(source, {})
+    released = notebook_text(student) + "".join(c.source for c in student.cells)
+    secret = [line for line in dict.fromkeys(lines) if line not in code and line not in released]
+    return sorted(secret, key=len, reverse=True)[:8]  # each costs a pass over ~250 MB
+
+
+@pytest.mark.slow  # own server and class, a scan of ~230 MB: 8 s quiet, 14-21 s loaded
+def test_raw_memory_holds_no_hidden_test_and_no_earlier_notebook(tmp_path):
+    """A notebook that reads its own process's raw memory (freed memory included) finds
+    its own notebook and nothing else: no line of the hidden tests the judge runs on it, no
+    trace of the notebook graded before it by the same server (the student's process is
+    forked from a zygote that never read a job; issue 13)."""
+    source = source09()
+    token = uuid.uuid4().hex  # built here: in no file, so only a notebook can hold it
+    markers = {"planted": f"PLANTED_{token}", "own": f"OWN_{token}"}
+    hidden = _hidden_test_lines(source)
+    assert len(hidden) == 8 and min(map(len, hidden)) >= 30, hidden
+    markers.update({f"hidden{i}": line for i, line in enumerate(hidden)})
+    good = next(c.source for c in source.cells if grade_id(c) == "answer_table")
+    earlier = answered(source, {"answer_table": f"# {markers['planted']}\n" + good})
+    for i in range(40):  # a long notebook of notes: many cells for the allocator to keep
+        earlier.cells.append(new_code_cell(f"# {markers['planted']} {i}\n" + "#" * 700))
+    scanner = typed(
+        source,
+        {"answer_table": f"# {markers['own']}\n" + raw_memory_scan(markers), **WRONG_REST},
+    )
+    root = tmp_path / "class"
+    for student, nb in (("aaa_earlier", earlier), ("zzz_scanner", scanner)):
+        (root / student).mkdir(parents=True)
+        write_notebook(nb, root / student / f"{SLUG}.ipynb")
+    limits = Limits(cell_timeout=60.0, wall_clock=120.0, memory_mb=2048, output_cap=10_000)
+    rows = grade_class(
+        root, exercises=[SLUG], limits=limits, jobs=1, progress=False, isolation="namespaces"
+    )
+    rows = {(r.student, r.part): r for r in rows}
+    assert all(
+        rows[("aaa_earlier", p)].points == rows[("aaa_earlier", p)].max_points for p in PARTS
+    )
+    reason = rows[("zzz_scanner", "test_table")].reason
+    found = re.search(r"SCANNED (\d+) MB FOUND \[(.*?)\]", reason)
+    assert found, reason
+    assert int(found.group(1)) >= 50, reason  # it read the process's memory, torch and all
+    assert found.group(2) == "'own'", reason  # ... where it found its own notebook only
