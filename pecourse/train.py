@@ -175,6 +175,7 @@ def train(
     out=None,
     progress: bool = True,
     evaluate: bool = True,
+    stop_after: int | None = None,
 ):
     """Train a fresh (or ``init_from``) model; return ``(model, record)``.
 
@@ -183,17 +184,34 @@ def train(
     ``train_len``, and passkey accuracy when passkeys were in the mix). With ``out`` (a
     path without suffix) rank 0 writes the checkpoint. Deterministic for a given seed,
     thread count and world size.
+
+    ``stop_after`` runs only the first steps of the run ``train_config`` describes (the
+    learning-rate schedule still spans ``steps``), so a test can check that a recipe still
+    retraces its shipped loss curve without paying for the whole run; it saves nothing.
     """
     cfg = train_config or TrainConfig()
+    if stop_after is not None:
+        check_int("stop_after", stop_after, minimum=1, maximum=cfg.steps)
+        out, evaluate = None, False
     threads_before = torch.get_num_threads()
     torch.set_num_threads(cfg.threads)
     try:
-        return _train(model_config, cfg, out=out, progress=progress, evaluate=evaluate)
+        return _train(
+            model_config, cfg, out=out, progress=progress, evaluate=evaluate, stop_after=stop_after
+        )
     finally:
         torch.set_num_threads(threads_before)  # leave a notebook's kernel as it was
 
 
-def _train(model_config: ModelConfig, cfg: TrainConfig, *, out, progress: bool, evaluate: bool):
+def _train(
+    model_config: ModelConfig,
+    cfg: TrainConfig,
+    *,
+    out,
+    progress: bool,
+    evaluate: bool,
+    stop_after: int | None = None,
+):
     from tqdm.auto import tqdm
 
     rank, world = _distributed()
@@ -219,7 +237,9 @@ def _train(model_config: ModelConfig, cfg: TrainConfig, *, out, progress: bool, 
     )
     curve, start, smooth = [], time.time(), None
     bar = tqdm(
-        range(cfg.steps), desc=f"train {model_config.plan}", disable=not progress or rank != 0
+        range(cfg.steps if stop_after is None else stop_after),
+        desc=f"train {model_config.plan}",
+        disable=not progress or rank != 0,
     )
     for step in bar:
         for group in opt.param_groups:
@@ -349,7 +369,9 @@ RECIPES: dict[str, dict] = {
 }
 
 
-def train_recipe(name: str, *, out_dir=None, progress: bool = True, **overrides):
+def train_recipe(
+    name: str, *, out_dir=None, progress: bool = True, stop_after: int | None = None, **overrides
+):
     """Train the shipped checkpoint ``name`` from scratch (a key of :data:`RECIPES`).
 
     Writes ``out_dir/name.safetensors`` and ``.json`` (default: the shipped folder;
@@ -364,7 +386,7 @@ def train_recipe(name: str, *, out_dir=None, progress: bool = True, **overrides)
     if out_dir and tc.init_from and os.path.exists(os.path.join(out_dir, f"{tc.init_from}.json")):
         tc.init_from = os.path.join(out_dir, tc.init_from)
     out = None if out_dir is False else os.path.join(out_dir or checkpoint_dir(), name)
-    return train(mc, tc, out=out, progress=progress)
+    return train(mc, tc, out=None if stop_after else out, progress=progress, stop_after=stop_after)
 
 
 # --- command line -------------------------------------------------------------------

@@ -151,15 +151,27 @@ def test_ddp_two_processes(tmp_path):
     load_checkpoint(out)
 
 
-@pytest.mark.slow
-def test_retraining_nope_matches_its_shipped_metrics(tmp_path):
+def test_retraining_nope_retraces_its_shipped_loss_curve():
+    """The recipe still produces the shipped model: its first 160 of 800 steps (warm-up and the
+    start of the decay; a fifth of the cost of the whole run) land on the shipped loss curve."""
     shipped = checkpoint_info("nope")
-    threads = shipped["train"]["threads"]  # same thread count: same float reductions
-    _, rec = train_recipe("nope", out_dir=str(tmp_path), progress=False, threads=threads)
     assert RECIPES["nope"]["train"]["steps"] == shipped["steps"]
-    assert abs(rec["metrics"]["val_loss"] - shipped["metrics"]["val_loss"]) < 0.03
+    threads = shipped["train"]["threads"]  # same thread count: same float reductions
+    _, rec = train_recipe("nope", out_dir=False, progress=False, threads=threads, stop_after=160)
     curve = dict(map(tuple, shipped["loss_curve"]))
-    assert abs(rec["loss_curve"][-1][1] - curve[rec["loss_curve"][-1][0]]) < 0.1
+    steps = [step for step, _ in rec["loss_curve"]]
+    assert steps == list(range(0, 160, shipped["train"]["log_every"]))
+    for step, loss in rec["loss_curve"]:  # bit-identical on the machine that trained it; a
+        assert abs(loss - curve[step]) < 0.05, (step, loss, curve[step])  # CPU may round apart
+    assert curve[steps[-1]] < curve[0] - 1.0  # a stretch where the model learns, not a flat one
+
+
+def test_stop_after_is_checked_and_saves_nothing(tmp_path):
+    with pytest.raises(ValueError, match="stop_after"):
+        train(ModelConfig(), TrainConfig(steps=3), stop_after=4)
+    _, rec = train_recipe("nope", out_dir=str(tmp_path), progress=False, steps=3, stop_after=2)
+    assert [step for step, _ in rec["loss_curve"]] == [0] and "metrics" not in rec
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_text_with_a_start_marker():
