@@ -68,9 +68,11 @@ def test_unexecuted_detector():
     assert unexecuted_cells(nb) == []
 
 
-def _run_nbval(tmp_path, nb) -> subprocess.CompletedProcess:
-    path = tmp_path / "probe.ipynb"
-    nbformat.write(nb, path)
+def _run_nbval(tmp_path, notebooks: dict) -> subprocess.CompletedProcess:
+    """Strict nbval, as the suite runs it, on ``{name: notebook}`` in one session (one kernel
+    start each; the pytest start-up once)."""
+    for name, nb in notebooks.items():
+        nbformat.write(nb, tmp_path / f"{name}.ipynb")
     return subprocess.run(
         [
             sys.executable,
@@ -80,10 +82,12 @@ def _run_nbval(tmp_path, nb) -> subprocess.CompletedProcess:
             "--nbval-current-env",
             "-p",
             "no:cacheprovider",
-            "-q",
+            "-p",
+            "no:xdist",
+            "-rA",
             "-c",
             str(tmp_path / "none.ini"),
-            str(path),
+            *(f"{name}.ipynb" for name in notebooks),
         ],
         capture_output=True,
         text=True,
@@ -94,11 +98,12 @@ def _run_nbval(tmp_path, nb) -> subprocess.CompletedProcess:
 @pytest.mark.slow
 def test_strict_nbval_fails_when_an_output_is_removed(tmp_path):
     (tmp_path / "none.ini").write_text("[pytest]\n")
-    nb = _notebook("print('hello')")
-    nb.cells[0].execution_count = 1
-    nb.cells[0].outputs = [nbformat.v4.new_output("stream", name="stdout", text="hello\n")]
-    ok = _run_nbval(tmp_path, nb)
-    assert ok.returncode == 0, ok.stdout + ok.stderr
-    nb.cells[0].outputs = []  # a removed output
-    broken = _run_nbval(tmp_path, nb)
-    assert broken.returncode != 0, broken.stdout
+    kept = _notebook("print('hello')")
+    kept.cells[0].execution_count = 1
+    kept.cells[0].outputs = [nbformat.v4.new_output("stream", name="stdout", text="hello\n")]
+    removed = _notebook("print('hello')")
+    removed.cells[0].execution_count = 1  # the same cell, its output removed
+    run = _run_nbval(tmp_path, {"kept": kept, "removed": removed})
+    report = run.stdout + run.stderr
+    assert "PASSED kept.ipynb::Cell 0" in report, report
+    assert "FAILED removed.ipynb::Cell 0" in report, report
