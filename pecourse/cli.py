@@ -18,22 +18,43 @@ COMMAND_MODULES = [
     "pecourse.exercises.cli",
     "pecourse.train",
 ]
+# Which module registers each command: a command imports only its own module, so that
+# `pecourse cards review` starts without importing torch (a test checks this table against
+# what the modules register).
+COMMANDS = {
+    "info": "pecourse.info",
+    "cards": "pecourse.flashcards.cli",
+    "exercises": "pecourse.exercises.cli",
+    "check": "pecourse.exercises.cli",
+    "grade": "pecourse.exercises.cli",
+    "train": "pecourse.train",
+}
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(modules=COMMAND_MODULES) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="pecourse",
         description="A course on positional encoding in transformers: "
         "environment report, flashcards, exercises, grading and training.",
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMAND_MODULES:
+    for name in modules:
         importlib.import_module(name).register(subparsers)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    first = argv[0] if argv else None
+    if first is not None and not first.startswith("-") and first not in COMMANDS:
+        choices = ", ".join(repr(c) for c in COMMANDS)
+        print(
+            f"usage: pecourse [-h] COMMAND ...\npecourse: error: argument COMMAND: "
+            f"invalid choice: {first!r} (choose from {choices})",
+            file=sys.stderr,
+        )
+        return 2
+    parser = build_parser([COMMANDS[first]] if first in COMMANDS else COMMAND_MODULES)
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()

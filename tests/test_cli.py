@@ -50,3 +50,28 @@ def test_unknown_command_is_refused():
     )
     assert done.returncode == 2
     assert "invalid choice" in done.stderr
+
+
+def test_the_command_table_names_the_module_that_registers_each_command():
+    import argparse
+    import importlib
+
+    from pecourse.cli import COMMAND_MODULES, COMMANDS
+
+    registered = {}
+    for name in COMMAND_MODULES:
+        sub = argparse.ArgumentParser().add_subparsers()
+        importlib.import_module(name).register(sub)
+        registered.update(dict.fromkeys(sub.choices, name))
+    assert registered == COMMANDS
+
+
+def test_a_flashcard_command_starts_without_torch(tmp_path):
+    code = (
+        "import sys; from pecourse.cli import main; code = main(['cards', 'stats']); "
+        "assert 'torch' not in sys.modules, 'torch imported'; sys.exit(code)"
+    )
+    env = {**os.environ, "PECOURSE_DATA_DIR": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    assert "157" in done.stdout
