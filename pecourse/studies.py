@@ -927,9 +927,12 @@ def record(result: dict, folder=None) -> Path:
 
 
 def load(name: str) -> dict:
-    """A recorded study (``pecourse/results/<name>.json``) as a dict."""
+    """A recorded study (``pecourse/results/<name>.json``) as a dict: the one loader,
+    :func:`pecourse.results.recorded`, refusing names that are not studies."""
+    from .results import recorded
+
     check_choice("name", name, tuple(STUDIES))
-    return json.loads((results_dir() / f"{name}.json").read_text())
+    return recorded(name)
 
 
 def main(argv=None) -> int:

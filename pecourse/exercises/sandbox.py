@@ -285,6 +285,17 @@ def enter_student(plan: Plan, home_files: dict[str, bytes]) -> None:
     # directory every system has and anyone may search); the host's /tmp is untouched.
     root = "/tmp" if os.path.isdir("/tmp") else "/mnt"
     _mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=755")
+    # The private scratch folders first, the read-only binds after: a course (or its venv)
+    # that lives under /tmp is then bound *inside* the private /tmp, not hidden beneath it.
+    for folder in ("/tmp", "/home/student"):
+        os.makedirs(root + folder, exist_ok=True)
+        _mount(
+            "tmpfs",
+            root + folder,
+            "tmpfs",
+            MS_NOSUID | MS_NODEV,
+            f"size={SCRATCH_MB}m,mode={'1777' if folder != '/home/student' else '700'}",
+        )
     for fd, path in sources:
         _bind_readonly(f"/proc/self/fd/{fd}", root + path)
         os.close(fd)
@@ -307,15 +318,10 @@ def enter_student(plan: Plan, home_files: dict[str, bytes]) -> None:
         ("stderr", "/proc/self/fd/2"),
     ):
         os.symlink(target, root + "/dev/" + name)
-    for folder in ("/dev/shm", "/tmp", "/home/student"):
-        os.makedirs(root + folder, exist_ok=True)
-        _mount(
-            "tmpfs",
-            root + folder,
-            "tmpfs",
-            MS_NOSUID | MS_NODEV,
-            f"size={SCRATCH_MB}m,mode={'1777' if folder != '/home/student' else '700'}",
-        )
+    os.makedirs(root + "/dev/shm")
+    _mount(
+        "tmpfs", root + "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, f"size={SCRATCH_MB}m,mode=1777"
+    )
     for name, data in home_files.items():
         with open(root + "/home/student/" + name, "wb") as f:
             f.write(data)
@@ -489,15 +495,19 @@ def _children_of(pid: int) -> list[int]:
 # --------------------------------------------------------------------------- probe
 
 
-def probe(protected: list[str]) -> tuple[str, str]:
-    """Try to build a namespace sandbox in a throw-away child; return (level, detail)."""
+def probe(protected: list[str], *, allow_paths: list[str] = (), check=None) -> tuple[str, str]:
+    """Try to build a namespace sandbox in a throw-away child; return (level, detail).
+
+    ``allow_paths`` go to the :class:`Plan`; ``check``, if given, runs inside the finished
+    sandbox (a test's way to ask what a student's process can see) and fails the probe by
+    raising."""
     if sys.platform != "linux":
         return NONE, f"no Linux namespaces on {sys.platform}"
     read_fd, write_fd = os.pipe()
     maps_r, maps_w = os.pipe()
     go_r, go_w = os.pipe()
     uid = job_uid()
-    plan = Plan(protected=protected, uid=uid)
+    plan = Plan(protected=protected, allow_paths=allow_paths, uid=uid)
     pid = os.fork()
     if pid == 0:  # the gate
         code = 1
@@ -514,6 +524,8 @@ def probe(protected: list[str]) -> tuple[str, str]:
             if child == 0:
                 try:
                     enter_student(plan, {})
+                    if check is not None:
+                        check()
                     os.write(write_fd, b"ok " + str(os.getpid()).encode())
                     os._exit(0)
                 except BaseException as exc:  # noqa: BLE001 - report whatever failed
