@@ -47,13 +47,10 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     first = argv[0] if argv else None
     if first is not None and not first.startswith("-") and first not in COMMANDS:
-        choices = ", ".join(repr(c) for c in COMMANDS)
-        print(
-            f"usage: pecourse [-h] COMMAND ...\npecourse: error: argument COMMAND: "
-            f"invalid choice: {first!r} (choose from {choices})",
-            file=sys.stderr,
-        )
-        return 2
+        # refused before any command module is imported; argparse words it and exits 2
+        refuse = argparse.ArgumentParser(prog="pecourse")
+        refuse.add_argument("COMMAND", choices=list(COMMANDS))
+        refuse.parse_args([first])
     parser = build_parser([COMMANDS[first]] if first in COMMANDS else COMMAND_MODULES)
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):

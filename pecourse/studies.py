@@ -60,6 +60,7 @@ from ._validate import check_choice, check_int
 from .data import task_batch
 from .evaluate import bootstrap_interval, wilson_interval
 from .model import ModelConfig, TinyGPT
+from .results import recorded
 
 __all__ = [
     "bootstrap_interval",
@@ -929,8 +930,6 @@ def record(result: dict, folder=None) -> Path:
 def load(name: str) -> dict:
     """A recorded study (``pecourse/results/<name>.json``) as a dict: the one loader,
     :func:`pecourse.results.recorded`, refusing names that are not studies."""
-    from .results import recorded
-
     check_choice("name", name, tuple(STUDIES))
     return recorded(name)
 

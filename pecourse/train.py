@@ -386,7 +386,7 @@ def train_recipe(
     if out_dir and tc.init_from and os.path.exists(os.path.join(out_dir, f"{tc.init_from}.json")):
         tc.init_from = os.path.join(out_dir, tc.init_from)
     out = None if out_dir is False else os.path.join(out_dir or checkpoint_dir(), name)
-    return train(mc, tc, out=None if stop_after else out, progress=progress, stop_after=stop_after)
+    return train(mc, tc, out=out, progress=progress, stop_after=stop_after)
 
 
 # --- command line -------------------------------------------------------------------

@@ -287,15 +287,8 @@ def enter_student(plan: Plan, home_files: dict[str, bytes]) -> None:
     _mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=755")
     # The private scratch folders first, the read-only binds after: a course (or its venv)
     # that lives under /tmp is then bound *inside* the private /tmp, not hidden beneath it.
-    for folder in ("/tmp", "/home/student"):
-        os.makedirs(root + folder, exist_ok=True)
-        _mount(
-            "tmpfs",
-            root + folder,
-            "tmpfs",
-            MS_NOSUID | MS_NODEV,
-            f"size={SCRATCH_MB}m,mode={'1777' if folder != '/home/student' else '700'}",
-        )
+    _scratch(root + "/tmp", "1777")
+    _scratch(root + "/home/student", "700")
     for fd, path in sources:
         _bind_readonly(f"/proc/self/fd/{fd}", root + path)
         os.close(fd)
@@ -318,10 +311,7 @@ def enter_student(plan: Plan, home_files: dict[str, bytes]) -> None:
         ("stderr", "/proc/self/fd/2"),
     ):
         os.symlink(target, root + "/dev/" + name)
-    os.makedirs(root + "/dev/shm")
-    _mount(
-        "tmpfs", root + "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, f"size={SCRATCH_MB}m,mode=1777"
-    )
+    _scratch(root + "/dev/shm", "1777")
     for name, data in home_files.items():
         with open(root + "/home/student/" + name, "wb") as f:
             f.write(data)
@@ -339,6 +329,12 @@ def enter_student(plan: Plan, home_files: dict[str, bytes]) -> None:
     _mount(None, "/", None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
     os.chdir("/home/student")
     _drop_capabilities()
+
+
+def _scratch(target: str, mode: str) -> None:
+    """A private, writable tmpfs of SCRATCH_MB at ``target`` (the student's /tmp, home, shm)."""
+    os.makedirs(target, exist_ok=True)
+    _mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV, f"size={SCRATCH_MB}m,mode={mode}")
 
 
 def _bind_readonly(source: str, target: str) -> None:
