@@ -51,11 +51,17 @@ def test_the_scheme_uses_the_scores_only(kerple):
 def test_the_bias_is_the_authors_formula(kerple):
     # ParallelKerpleLog.forward (github.com/chijames/KERPLE, megatron/mpu/layers.py) for a
     # square causal window: diff = tril(i - j); bias = -p * log(1 + a * diff).
+    # The initialisation is random (torch.rand) and clamped at eps = 0.01 in the forward pass,
+    # so fixed values keep the test independent of the RNG: the first head sits below eps.
     scheme = kerple["KerpleLog"](3)
+    with torch.no_grad():
+        scheme.p.copy_(torch.tensor([0.5, 1.0, 1.9]))
+        scheme.a.copy_(torch.tensor([0.001, 0.3, 0.9]))
+    p, a = torch.tensor([0.5, 1.0, 1.9]), torch.tensor([0.01, 0.3, 0.9])  # a clamped to eps
     length = 7
     i = torch.arange(length)
     diff = torch.tril(i[:, None] - i[None, :]).float()
-    want = -scheme.p[:, None, None] * torch.log(1 + scheme.a[:, None, None] * diff)
+    want = -p[:, None, None] * torch.log(1 + a[:, None, None] * diff)
     q = torch.zeros(1, 3, length, 8)
     got = scheme.score_bias(q, q, i, i)
     torch.testing.assert_close(got, want.detach().expand_as(got))
