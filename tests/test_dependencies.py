@@ -110,3 +110,16 @@ def test_the_deck_and_the_grader_do_not_import_the_model_or_torch(module):
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
     )
     assert out.stdout.strip() == "[]", out.stdout
+
+
+def test_the_grading_server_does_not_import_nbformat():
+    """The server (``python -m pecourse.exercises._runner``) starts once per grading batch and
+    reads no notebook; nbformat would add about two seconds to every start."""
+    code = (
+        "import sys, pecourse.exercises._runner;"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('nbformat', 'jsonschema')))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert out.stdout.strip() == "[]", out.stdout

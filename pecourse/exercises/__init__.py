@@ -25,6 +25,15 @@ unchanged (``tests/exercises`` checks that both give the same scores on all sixt
 
 from __future__ import annotations
 
-from .notebook import build_all, build_student_notebook, default_source_dir
-
 __all__ = ["build_all", "build_student_notebook", "default_source_dir"]
+
+
+def __getattr__(name: str):
+    # Imported on first use: the grading server (``python -m pecourse.exercises._runner``)
+    # imports this package, and nbformat costs it about two seconds of start-up (its
+    # jsonschema builds an IRI grammar at import time) for nothing it uses.
+    if name in __all__:
+        from . import notebook
+
+        return getattr(notebook, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
