@@ -18,26 +18,42 @@ COMMAND_MODULES = [
     "pecourse.exercises.cli",
     "pecourse.train",
 ]
-# Which module registers each command: a command imports only its own module, so that
-# `pecourse cards review` starts without importing torch (a test checks this table against
-# what the modules register).
+# Which module registers each command, and its one-line help: a command imports only its own
+# module, so that `pecourse cards review` starts without importing torch, and `pecourse
+# --help` imports none (a test checks this table against what the modules register).
 COMMANDS = {
-    "info": "pecourse.info",
-    "cards": "pecourse.flashcards.cli",
-    "exercises": "pecourse.exercises.cli",
-    "check": "pecourse.exercises.cli",
-    "grade": "pecourse.exercises.cli",
-    "train": "pecourse.train",
+    "info": (
+        "pecourse.info",
+        "versions, devices, compiled kernels and their checks, where learner data is stored",
+    ),
+    "cards": (
+        "pecourse.flashcards.cli",
+        "review the flashcards (FSRS spaced repetition), show progress, export",
+    ),
+    "exercises": ("pecourse.exercises.cli", "build the student exercise notebooks"),
+    "check": (
+        "pecourse.exercises.cli",
+        "run an exercise notebook and report each part as passed or failed",
+    ),
+    "grade": (
+        "pecourse.exercises.cli",
+        "grade a class: SUBMISSIONS/<student>/<NN_slug>.ipynb -> SQLite + CSV gradebook",
+    ),
+    "train": ("pecourse.train", "train the tiny model (one run, one shipped recipe, or --all)"),
 }
 
 
-def build_parser(modules=COMMAND_MODULES) -> argparse.ArgumentParser:
+def _parser() -> tuple[argparse.ArgumentParser, argparse._SubParsersAction]:
     parser = argparse.ArgumentParser(
         prog="pecourse",
         description="A course on positional encoding in transformers: "
         "environment report, flashcards, exercises, grading and training.",
     )
-    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    return parser, parser.add_subparsers(dest="command", metavar="COMMAND")
+
+
+def build_parser(modules=COMMAND_MODULES) -> argparse.ArgumentParser:
+    parser, subparsers = _parser()
     for name in modules:
         importlib.import_module(name).register(subparsers)
     return parser
@@ -46,12 +62,14 @@ def build_parser(modules=COMMAND_MODULES) -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     first = argv[0] if argv else None
-    if first is not None and not first.startswith("-") and first not in COMMANDS:
-        # refused before any command module is imported; argparse words it and exits 2
-        refuse = argparse.ArgumentParser(prog="pecourse")
-        refuse.add_argument("COMMAND", choices=list(COMMANDS))
-        refuse.parse_args([first])
-    parser = build_parser([COMMANDS[first]] if first in COMMANDS else COMMAND_MODULES)
+    if first in COMMANDS:
+        parser = build_parser([COMMANDS[first][0]])
+    else:
+        # no command, --help, or an unknown word: the table answers, nothing is imported
+        # (argparse words the refusal of an unknown command and exits 2)
+        parser, subparsers = _parser()
+        for name, (_, help_text) in COMMANDS.items():
+            subparsers.add_parser(name, help=help_text)
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()

@@ -41,7 +41,23 @@ def test_console_script_runs():
         [sys.executable, "-m", "pecourse.cli", "--help"], capture_output=True, text=True
     )
     assert done.returncode == 0, done.stderr
-    assert "info" in done.stdout
+    from pecourse.cli import COMMANDS
+
+    listing = " ".join(done.stdout.split())  # argparse wraps long help lines
+    for command, (_, help_text) in COMMANDS.items():
+        assert f"{command} {help_text}" in listing
+
+
+def test_help_imports_no_command_module():
+    code = (
+        "import sys; from pecourse.cli import main\n"
+        "try:\n    main(['--help'])\nexcept SystemExit as e:\n    assert e.code == 0\n"
+        "print([m for m in sys.modules if m in ('torch', 'nbformat') or m.startswith("
+        "('pecourse.info', 'pecourse.flashcards', 'pecourse.exercises', 'pecourse.train'))])"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "[]"
 
 
 def test_unknown_command_is_refused():
@@ -62,7 +78,8 @@ def test_the_command_table_names_the_module_that_registers_each_command():
     for name in COMMAND_MODULES:
         sub = argparse.ArgumentParser().add_subparsers()
         importlib.import_module(name).register(sub)
-        registered.update(dict.fromkeys(sub.choices, name))
+        helps = {action.dest: action.help for action in sub._choices_actions}
+        registered.update({command: (name, helps[command]) for command in sub.choices})
     assert registered == COMMANDS
 
 
