@@ -18,8 +18,6 @@ from pecourse.exercises.notebook import default_exercise_dir
 
 from .helpers import SLUGS
 
-pytest.importorskip("nbgrader")
-
 STUDENT = "cyd"  # wrong in every exercise, right in most parts: both outcomes everywhere
 
 
@@ -60,6 +58,7 @@ def code_sources(path):
 @pytest.mark.slow
 def test_nbgrader_grades_all_sixteen_assignments_as_we_do(tmp_path, class_dir, class_rows):
     """Slow: nbgrader starts one kernel (and imports torch) per notebook, sixteen in all."""
+    pytest.importorskip("nbgrader")  # here, not at collection: importing it takes a second
     from nbgrader.api import Gradebook
 
     course = tmp_path / "course"

@@ -2,11 +2,23 @@
 
 import pytest
 import torch
-from transformers.models.bloom.modeling_bloom import build_alibi_tensor
-from transformers.models.mpt.modeling_mpt import build_mpt_alibi_tensor
 
 from pecourse.attention import MultiHeadAttention, attention, causal_mask
 from pecourse.positions.alibi import ALiBi, alibi_bias, alibi_bias_from_positions, slopes
+
+
+# transformers' references are imported when a test first needs them, not at collection
+# (every test worker collects every file; transformers costs seconds to import).
+def build_alibi_tensor(*args, **kwargs):
+    from transformers.models.bloom.modeling_bloom import build_alibi_tensor
+
+    return build_alibi_tensor(*args, **kwargs)
+
+
+def build_mpt_alibi_tensor(*args, **kwargs):
+    from transformers.models.mpt.modeling_mpt import build_mpt_alibi_tensor
+
+    return build_mpt_alibi_tensor(*args, **kwargs)
 
 
 def _bloom_slopes(num_heads: int) -> torch.Tensor:

@@ -6,8 +6,6 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from transformers import T5Config
-from transformers.models.t5.modeling_t5 import T5Attention
 
 from pecourse.attention import attention, causal_mask
 from pecourse.positions.relative import (
@@ -22,7 +20,14 @@ from pecourse.positions.relative import (
     t5_bucket,
 )
 
-_reference_bucket = T5Attention._relative_position_bucket
+
+# transformers is imported when a test first needs it, not at collection (every test worker
+# collects every file; transformers costs seconds to import).
+def _reference_bucket(*args, **kwargs):
+    from transformers.models.t5.modeling_t5 import T5Attention
+
+    return T5Attention._relative_position_bucket(*args, **kwargs)
+
 
 CONFIGS = [(32, 128), (16, 64), (8, 20), (64, 256), (32, 40), (4, 3), (128, 1000)]
 
@@ -86,6 +91,9 @@ def test_t5_bucket_keeps_shape():
 
 @pytest.mark.parametrize("is_decoder", [False, True])
 def test_t5_bias_matches_transformers_compute_bias(is_decoder):
+    from transformers import T5Config
+    from transformers.models.t5.modeling_t5 import T5Attention
+
     config = T5Config(
         d_model=16,
         d_kv=4,
