@@ -1,6 +1,6 @@
 """The book in a real browser, network blocked: headless Chromium via playwright.
 
-``make test`` builds two chapters (plus the start page); ``PECOURSE_BOOK_FULL=1`` builds the
+``make test`` builds one chapter, ALiBi (plus the start page); ``PECOURSE_BOOK_FULL=1`` builds the
 whole book instead (``make book-check`` runs the same check on ``build/book``). Skips when
 Debian's chromium is missing, or when the pinned JavaScript assets are neither cached nor
 fetchable (no npm), unless ``PECOURSE_REQUIRE_BROWSER=1`` (CI), which makes either a failure.
@@ -45,7 +45,7 @@ def _require_browser():
 def test_the_book_in_a_browser(tmp_path):
     # Slow (about 20 s quiet, 45 s on a loaded machine): a Sphinx build and a browser session.
     _require_browser()
-    result = builder.build(tmp_path / "book", chapters=None if FULL else [2, 3])
+    result = builder.build(tmp_path / "book", chapters=None if FULL else [3])
     assert result.warnings == ()
     report = check.check_book(
         result.out, screenshots=SCREENS, search=("ALiBi", "notebooks/03_alibi.html")
