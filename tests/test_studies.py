@@ -12,6 +12,7 @@ from pecourse.data import corpus
 from pecourse.model import load_checkpoint
 from pecourse.positions.multidim import AxialRoPE
 from pecourse.positions.rope import RoPE
+from pecourse.results import recorded
 
 # --- bootstrap_interval -----------------------------------------------------------------------
 
@@ -310,3 +311,30 @@ def test_extrapolation_seeds_runs_on_a_tiny_budget_and_resumes_from_its_log(tmp_
     assert studies.extrapolation_seeds(seeds=(1, 2), **kw)["runs"] == out["runs"]
     with pytest.raises(ValueError, match="names"):
         studies.extrapolation_seeds(names=("rope_pose2",), steps=1)
+
+
+def test_extrapolation_seeds_recording():
+    """Seed 0 of every model is the shipped checkpoint, so its numbers are the extrapolation
+    recording's; the other seeds were trained by the study; the summary is the runs'."""
+    rec = studies.load("extrapolation_seeds")
+    assert len(rec["seeds"]) >= 3 and rec["eval_tokens"] == 65536
+    shipped = {r["model"]: r for r in recorded("extrapolation")["rows"]}
+    models = rec["protocol"]["models"]
+    assert {(r["model"], r["seed"]) for r in rec["runs"]} == {
+        (m, s) for m in models for s in rec["seeds"]
+    }
+    for run in rec["runs"]:
+        assert run["source"] == (
+            "shipped checkpoint" if run["seed"] == 0 else "trained by this study"
+        )
+        for n in rec["protocol"]["lengths"]:
+            cell = run[str(n)]
+            if cell is not None:
+                assert cell["ci95"][0] <= cell["perplexity"] <= cell["ci95"][1]
+            if run["seed"] == 0:
+                assert cell == shipped[run["model"]][str(n)]
+    for m in models:
+        mine = sorted((r for r in rec["runs"] if r["model"] == m), key=lambda r: r["seed"])
+        for n, spread in rec["summary"][m].items():
+            if n != "ratio":
+                assert spread["per_seed"] == [round(r[n]["perplexity"], 4) for r in mine]
