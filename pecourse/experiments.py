@@ -32,6 +32,8 @@ records them in ``pecourse/results``; ``make results`` rewrites every recording)
 The checkpoints are tiny (4 layers, 64 wide, 4 heads of 16 dimensions, characters, trained
 on 64-character windows for a few minutes of CPU), one training seed each: the intervals
 are over evaluation windows and samples, not over training runs.
+:func:`pecourse.studies.extrapolation_seeds` repeats :func:`extrapolation` for training seeds
+1 and 2 of the same recipes.
 """
 
 from __future__ import annotations

@@ -260,6 +260,16 @@ class TinyGPT(nn.Module):
         for name, p in self.named_parameters():  # GPT-2: scale residual projections
             if name.endswith(("o_proj.weight", "mlp.2.weight")):
                 nn.init.normal_(p, std=0.02 / math.sqrt(2 * config.n_layers))
+        if self.input_scheme.scale_embeddings:
+            # forward() multiplies a token vector by √d (Vaswani et al. 2017, §3.4). With the
+            # GPT-2 std of 0.02 a scaled token vector has norm ≈ 0.02·√d·√d = 0.02·d (1.3 at
+            # d = 64) while every sinusoidal position vector has norm √(d/2) (5.7): position
+            # drowns the token. The √d convention pairs the scale with std d^(-1/2), as
+            # fairseq's Embedding() does for its embed_scale = √d (facebookresearch/fairseq
+            # @3d262bb, fairseq/models/transformer/transformer_base.py, Embedding();
+            # transformer_decoder.py, embed_scale): a scaled token vector then has norm
+            # ≈ √d (8.0 at d = 64), comparable to the position vector's √(d/2) (5.7).
+            nn.init.normal_(self.tok_emb.weight, std=config.d_model**-0.5)
 
     @staticmethod
     def _init(m: nn.Module):

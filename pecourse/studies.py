@@ -1,4 +1,4 @@
-r"""Seeded studies behind chapters 10, 11 and 15: small models trained from scratch, several
+r"""Seeded studies behind chapters 03, 05, 10, 11 and 15: small models trained from scratch, several
 seeds, every number with its interval.
 
 The shipped checkpoints (:mod:`pecourse.train`) are one seed each. The studies here retrain
@@ -37,6 +37,9 @@ recording to ``pecourse/results/<name>.json``; :func:`load` reads it back.
                                           marker on text
 :func:`counting_length_generalisation`    chapter 15: NoPE, RoPE and ALiBi trained on
                                           counting at 64, tested at 64, 128 and 256
+:func:`extrapolation_seeds`               chapter 03: the extrapolation table (learned,
+                                          sinusoidal, RoPE, T5, ALiBi, NoPE) for seeds
+                                          0 (shipped), 1 and 2
 ========================================  ==================================================
 
 ``python -m pecourse.studies run NAME`` reruns a study and rewrites its recording (minutes
@@ -76,6 +79,7 @@ __all__ = [
     "nope_anchor",
     "text_window_losses",
     "counting_length_generalisation",
+    "extrapolation_seeds",
     "wilson_interval",
     "STUDIES",
     "record",
@@ -895,6 +899,122 @@ def counting_length_generalisation(
     }
 
 
+# --- chapter 03: the extrapolation table, three seeds ------------------------------------------
+
+
+def extrapolation_seeds(
+    seeds=(0, 1, 2),
+    *,
+    names=("learned", "sinusoidal", "rope", "t5", "alibi", "nope"),
+    lengths=(64, 128, 256, 512),
+    tokens: int = 65536,
+    steps: int | None = None,
+    log=None,
+) -> dict:
+    r"""The extrapolation table of :func:`pecourse.experiments.extrapolation` over training seeds.
+
+    Each scheme is trained with its shipped recipe (:data:`pecourse.train.RECIPES`: 4 layers,
+    ``d = 64``, 64-character windows, 800 steps) and a training seed; seed 0 is the shipped
+    checkpoint itself (the same recipe and seed), the others are trained here and kept only
+    as numbers. Every model is evaluated under the protocol (:mod:`pecourse.evaluate`): the
+    same ``tokens`` validation characters cut into non-overlapping windows of each length,
+    perplexity with a bootstrap interval over windows; a learned table has no rows past its
+    training length (``None``). ``steps`` overrides the budget of every trained run (a test
+    uses it; the recording uses the recipe's). ``log`` (a path) keeps one JSON line per
+    finished run and reuses the lines of an interrupted call with the same protocol, so
+    minutes of training are not lost when a long run stops halfway.
+    """
+    from .evaluate import perplexity_interval, window_losses
+    from .model import checkpoint_info, checkpoint_sha256, load_checkpoint
+    from .train import RECIPES, TrainConfig
+
+    seeds = _check_seeds(seeds)
+    names = [check_choice("names[]", n, tuple(RECIPES)) for n in names]
+    lengths = [check_int("lengths[]", n, minimum=2) for n in lengths]
+    tokens = check_int("tokens", tokens, minimum=max(lengths))
+    if steps is not None:
+        steps = check_int("steps", steps, minimum=1)
+    key = {"lengths": lengths, "tokens": tokens, "steps": steps}
+    done = {}
+    if log is not None:
+        log = Path(log)
+        if log.exists():
+            for line in log.read_text().splitlines():
+                run = json.loads(line)
+                if run.pop("key") == key:
+                    done[(run["model"], run["seed"])] = run
+    runs, cpu = [], 0.0
+    for seed in seeds:
+        for name in names:
+            recipe = RECIPES[name]
+            shipped = seed == TrainConfig.from_dict(recipe["train"]).seed and steps is None
+            if (name, seed) in done and (
+                not shipped or done[(name, seed)]["sha256"] == checkpoint_sha256(name)
+            ):
+                runs.append(done[(name, seed)])
+                continue
+            start = time.process_time()
+            if shipped:  # the shipped checkpoint is this very run
+                model, curve = load_checkpoint(name), checkpoint_info(name)["loss_curve"]
+                run = {"model": name, "seed": seed, "source": "shipped checkpoint"}
+                run["sha256"] = checkpoint_sha256(name)
+            else:
+                train = {**recipe["train"], "seed": seed, **({"steps": steps} if steps else {})}
+                model, curve, _ = _train_one(recipe["model"], train)
+                run = {"model": name, "seed": seed, "source": "trained by this study"}
+            run["loss_curve"] = curve
+            for n in lengths:
+                try:
+                    run[str(n)] = perplexity_interval(window_losses(model, n, tokens=tokens))
+                except ValueError:  # a learned table has no row for these positions
+                    run[str(n)] = None
+            seconds = time.process_time() - start
+            run["cpu_seconds"] = round(seconds, 1)
+            cpu += seconds
+            runs.append(run)
+            if log is not None:
+                with log.open("a") as f:
+                    f.write(json.dumps({**run, "key": key}) + "\n")
+    order = {(n, s): i for i, (s, n) in enumerate((s, n) for s in sorted(seeds) for n in names)}
+    runs.sort(key=lambda r: order[(r["model"], r["seed"])])
+    cpu = sum(r["cpu_seconds"] for r in runs)
+    summary = {}
+    for name in names:
+        mine = [r for r in runs if r["model"] == name]
+        summary[name] = {
+            str(n): _spread([r[str(n)]["perplexity"] for r in mine])
+            for n in lengths
+            if all(r[str(n)] for r in mine)
+        }
+        if all(r[str(lengths[-1])] for r in mine):  # the rise from the shortest to the longest
+            summary[name]["ratio"] = _spread(
+                [r[str(lengths[-1])]["perplexity"] / r[str(lengths[0])]["perplexity"] for r in mine]
+            )
+    base = {k: v for k, v in RECIPES[names[0]]["train"].items()}
+    return {
+        "name": "extrapolation_seeds",
+        "protocol": {
+            "models": names,
+            "model": {k: v for k, v in RECIPES[names[0]]["model"].items() if k != "plan"},
+            "train": {**base, **({"steps": steps} if steps else {}), "seed": "per run"},
+            "seed_0": "the shipped checkpoint (same recipe and seed); other seeds trained here",
+            "mode": "nonoverlapping",
+            "lengths": lengths,
+            "eval_tokens": tokens,
+            "split": "validation, the first eval_tokens characters (the same for every model)",
+            "interval": "95% percentile bootstrap over windows, 2000 resamples",
+            "ratio": f"perplexity at {lengths[-1]} / at {lengths[0]}, per seed",
+        },
+        "checkpoints": _hashes([r["model"] for r in runs if r["source"] == "shipped checkpoint"]),
+        "eval_tokens": tokens,
+        "seeds": sorted(seeds),
+        "runs": runs,
+        "summary": summary,
+        "cpu_seconds": round(cpu, 1),
+        "versions": _versions(),
+    }
+
+
 # --- recordings -------------------------------------------------------------------------------
 
 #: Study name -> function.
@@ -907,6 +1027,7 @@ STUDIES = {
     "text_extrapolation": text_extrapolation,
     "nope_anchor": nope_anchor,
     "counting_length_generalisation": counting_length_generalisation,
+    "extrapolation_seeds": extrapolation_seeds,
 }
 
 

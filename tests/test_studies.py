@@ -12,6 +12,7 @@ from pecourse.data import corpus
 from pecourse.model import load_checkpoint
 from pecourse.positions.multidim import AxialRoPE
 from pecourse.positions.rope import RoPE
+from pecourse.results import recorded
 
 # --- bootstrap_interval -----------------------------------------------------------------------
 
@@ -284,3 +285,56 @@ def test_cope_counting_recording_recomputes():
         samples = rec["protocol"]["eval_samples"]
         again = studies.per_sample_accuracy(model, "counting", n, samples=samples)
         assert float(again.mean()) == pytest.approx(row[f"length_{n}"]["mean"], abs=1e-4)
+
+
+def test_extrapolation_seeds_runs_on_a_tiny_budget_and_resumes_from_its_log(tmp_path, monkeypatch):
+    log = tmp_path / "runs.jsonl"
+    kw = dict(names=("learned", "alibi"), lengths=(32, 64, 128), tokens=256, steps=1, log=log)
+    out = studies.extrapolation_seeds(seeds=(2, 1), **kw)
+    assert out["seeds"] == [1, 2] and out["checkpoints"] == {}  # nothing shipped was read
+    assert [(r["model"], r["seed"]) for r in out["runs"]] == [
+        ("learned", 1),
+        ("alibi", 1),
+        ("learned", 2),
+        ("alibi", 2),
+    ]
+    learned = out["runs"][0]
+    assert learned["128"] is None and learned["64"]["windows"] == 4  # no table rows past 64
+    assert set(out["summary"]["learned"]) == {"32", "64"}  # no ratio where a length is missing
+    alibi = [r for r in out["runs"] if r["model"] == "alibi"]
+    assert out["summary"]["alibi"]["ratio"]["per_seed"] == [
+        round(r["128"]["perplexity"] / r["32"]["perplexity"], 4) for r in alibi
+    ]
+    assert len(log.read_text().splitlines()) == 4
+    # an interrupted call resumes from the log: nothing is trained again
+    monkeypatch.setattr(studies, "_train_one", lambda *a: pytest.fail("retrained a logged run"))
+    assert studies.extrapolation_seeds(seeds=(1, 2), **kw)["runs"] == out["runs"]
+    with pytest.raises(ValueError, match="names"):
+        studies.extrapolation_seeds(names=("rope_pose2",), steps=1)
+
+
+def test_extrapolation_seeds_recording():
+    """Seed 0 of every model is the shipped checkpoint, so its numbers are the extrapolation
+    recording's; the other seeds were trained by the study; the summary is the runs'."""
+    rec = studies.load("extrapolation_seeds")
+    assert len(rec["seeds"]) >= 3 and rec["eval_tokens"] == 65536
+    shipped = {r["model"]: r for r in recorded("extrapolation")["rows"]}
+    models = rec["protocol"]["models"]
+    assert {(r["model"], r["seed"]) for r in rec["runs"]} == {
+        (m, s) for m in models for s in rec["seeds"]
+    }
+    for run in rec["runs"]:
+        assert run["source"] == (
+            "shipped checkpoint" if run["seed"] == 0 else "trained by this study"
+        )
+        for n in rec["protocol"]["lengths"]:
+            cell = run[str(n)]
+            if cell is not None:
+                assert cell["ci95"][0] <= cell["perplexity"] <= cell["ci95"][1]
+            if run["seed"] == 0:
+                assert cell == shipped[run["model"]][str(n)]
+    for m in models:
+        mine = sorted((r for r in rec["runs"] if r["model"] == m), key=lambda r: r["seed"])
+        for n, spread in rec["summary"][m].items():
+            if n != "ratio":
+                assert spread["per_seed"] == [round(r[n]["perplexity"], 4) for r in mine]

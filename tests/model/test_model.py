@@ -157,3 +157,30 @@ def test_a_forward_pass_reads_no_values_to_validate(plan):
     idx = torch.zeros(2, 8, dtype=torch.long, device="meta")
     logits, loss = net(idx, targets=idx)
     assert logits.shape == (2, 8, cfg.vocab_size) and loss.device.type == "meta"
+
+
+@pytest.mark.parametrize("d_model", [64, 256])
+def test_scaled_token_vectors_are_as_long_as_sinusoidal_position_vectors(d_model):
+    """The model scales token vectors by √d before adding the sinusoidal table; initialised
+    with std d^(-1/2) (the √d convention) a scaled token vector has norm ≈ √d and a position
+    vector √(d/2): comparable. The GPT-2 std 0.02 gave 0.02·d (1.3 at d = 64, a quarter of
+    the position vector's 5.7): position drowned the token. Measured on what forward() hands
+    to the input scheme, on a fresh model."""
+    torch.manual_seed(0)
+    cfg = ModelConfig(d_model=d_model, n_layers=1, n_heads=4, train_len=64, plan="sinusoidal")
+    net = TinyGPT(cfg)
+    seen = {}
+    embed = net.input_scheme.embed
+
+    def spy(hidden, positions):
+        seen["token"] = hidden.norm(dim=-1).mean().item()
+        seen["position"] = embed(torch.zeros_like(hidden), positions).norm(dim=-1).mean().item()
+        return embed(hidden, positions)
+
+    net.input_scheme.embed = spy
+    net(torch.arange(cfg.vocab_size)[None] % cfg.vocab_size)
+    assert seen["position"] == pytest.approx((d_model / 2) ** 0.5, rel=1e-4)
+    assert 1.0 <= seen["token"] / seen["position"] <= 2.0, seen  # ≈ √2 (0.23 with std 0.02)
+    # an unscaled input scheme keeps the GPT-2 initialisation
+    learned = TinyGPT(ModelConfig(d_model=d_model, n_layers=1, n_heads=4, plan="learned"))
+    assert learned.tok_emb.weight.std().item() == pytest.approx(0.02, rel=0.1)

@@ -18,6 +18,7 @@ FROM_CHECKPOINTS = {
     "windowed_passkey",
     "nope_anchor",
     "counting_length_generalisation",
+    "extrapolation_seeds",
 }
 
 
