@@ -101,6 +101,15 @@ class PositionScheme(nn.Module):
     #: Wrappers only: the places the wrapper acts at itself, whatever its inner scheme does.
     wrapper_places: tuple[str, ...] = ()
 
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "places" in vars(cls):  # a hand-written list can disagree with the hooks
+            raise TypeError(
+                f"{cls.__name__} sets places by hand; they are read off the hooks it overrides "
+                "(pecourse.attention.HOOKS): remove the line (a wrapper names the places it adds "
+                "itself in wrapper_places)"
+            )
+
     # 1. the input ---------------------------------------------------------------------
     def embed(self, hidden: Tensor, positions: Tensor) -> Tensor:
         """``hidden`` ``[batch, seq, d_model]`` -> the same shape with position added."""

@@ -305,3 +305,21 @@ def test_float64_stays_float64():
     out = attention(q, k, v)
     assert out.dtype == torch.float64
     torch.testing.assert_close(out, want, rtol=1e-12, atol=1e-12)
+
+
+def test_a_scheme_cannot_write_its_places_by_hand():
+    from pecourse.attention import PositionScheme
+
+    with pytest.raises(TypeError, match="sets places by hand"):
+
+        class Declared(PositionScheme):  # noqa: F841 - the class statement is what fails
+            places = ("scores",)
+
+            def rotate(self, q, k, q_positions, k_positions):
+                return q, k
+
+    class Derived(PositionScheme):
+        def rotate(self, q, k, q_positions, k_positions):
+            return q, k
+
+    assert Derived.places == Derived().places == ("qk",)
