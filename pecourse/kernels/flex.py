@@ -299,11 +299,19 @@ def _eager_flex(q, k, v, **kwargs) -> Tensor:
     return eager(q, k, v, **kwargs)
 
 
+# Dynamo compiles one graph per shape (dynamic=False) and, past config.recompile_limit (8 in
+# torch 2.13), warns and runs that function eagerly for good: a notebook that sweeps nine
+# lengths would lose the fused kernel. The process-wide FlexAttention gets a higher limit,
+# only while it is called.
+RECOMPILE_LIMIT = 64
+
+
 def _call_compiled(fn, q, k, v, kwargs) -> Tensor:
     if fn is not None:
         return fn(q, k, v, **kwargs)
     try:
-        return _compiled_flex()(q, k, v, **kwargs)
+        with torch._dynamo.config.patch(recompile_limit=RECOMPILE_LIMIT):
+            return _compiled_flex()(q, k, v, **kwargs)
     except Exception as exc:
         # torch 2.13's CPU FlexAttention template can emit C++ that does not compile when a
         # second, different score_mod is compiled in the same process (an undeclared
@@ -313,7 +321,8 @@ def _call_compiled(fn, q, k, v, kwargs) -> Tensor:
         global _COMPILED
         torch._dynamo.reset()
         _COMPILED = None
-        return _compiled_flex()(q, k, v, **kwargs)
+        with torch._dynamo.config.patch(recompile_limit=RECOMPILE_LIMIT):
+            return _compiled_flex()(q, k, v, **kwargs)
 
 
 def flex_attention(

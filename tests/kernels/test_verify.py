@@ -224,3 +224,35 @@ def test_compare_names_what_differs():
     # bfloat16 tolerance is looser than float32's, but not loose enough for an O(1) error
     bf = torch.tensor([1.0, 2.0], dtype=torch.bfloat16)
     assert verify._compare(bf, bf + 0.0078125)[0] and not verify._compare(bf, bf + 1)[0]
+
+
+def test_the_probe_runs_in_the_callers_grad_mode():
+    # torch.compile guards on grad mode: a probe under no_grad compiled a second graph that
+    # the caller's own call (grad enabled) could not reuse
+    modes = []
+
+    def kernel(q, k, v, **kwargs):
+        modes.append(torch.is_grad_enabled())
+        return _eager(q, k, v, **kwargs)
+
+    q, k, v = _qkv(32)
+    flex.flex_attention_alibi(q, k, v, causal=True, compiled=kernel)
+    with torch.no_grad():
+        flex.flex_attention_alibi(*_qkv(48), causal=True, compiled=kernel)
+    assert modes == [True, True, False, False]  # probe and call alike, in each mode
+
+
+def test_the_shared_compiled_kernel_may_recompile_past_dynamos_default_limit(monkeypatch):
+    # Dynamo runs a function eagerly for good once it has compiled recompile_limit (8) shapes;
+    # the process-wide FlexAttention is called with a higher limit, and the default returns
+    limits = []
+
+    def kernel(q, k, v, **kwargs):
+        limits.append(torch._dynamo.config.recompile_limit)
+        return _eager(q, k, v, **kwargs)
+
+    monkeypatch.setattr(flex, "_compiled_flex", lambda: kernel)
+    default = torch._dynamo.config.recompile_limit
+    flex.flex_attention_alibi(*_qkv(32), causal=True)
+    assert limits == [flex.RECOMPILE_LIMIT] * 2 and flex.RECOMPILE_LIMIT > default
+    assert torch._dynamo.config.recompile_limit == default
