@@ -338,3 +338,37 @@ def test_extrapolation_seeds_recording():
         for n, spread in rec["summary"][m].items():
             if n != "ratio":
                 assert spread["per_seed"] == [round(r[n]["perplexity"], 4) for r in mine]
+
+
+# --- retrieval_seeds and augmentation_seeds ---------------------------------------------------
+
+
+def test_retrieval_seeds_trains_each_recipe_with_its_own_budget_and_refuses_other_recipes(
+    tmp_path, monkeypatch
+):
+    budgets = []
+
+    def fake_train(model_kwargs, train_kwargs):  # the budget, not the training, is under test
+        budgets.append((model_kwargs["plan"], train_kwargs["steps"], train_kwargs["seed"]))
+        return load_checkpoint("rope_passkey"), [[0, 1.0]], 0.0
+
+    monkeypatch.setattr(studies, "_train_one", fake_train)
+    out = studies.retrieval_seeds(
+        seeds=(1,),
+        names=("rope_passkey", "alibi_passkey"),
+        distances=(8, 96),
+        short_distances=(8,),
+        samples=16,
+        log=tmp_path / "log.jsonl",
+    )
+    assert budgets == [("rope", 1000, 1), ("alibi", 2500, 1)]
+    assert [r["train_steps"] for r in out["runs"]] == [1000, 2500]
+    assert out["summary"]["alibi_passkey"]["train_steps"] == 2500
+    run = out["runs"][0]  # the shipped weights stood in: the recording's numbers at 16 samples
+    kept = {r["model"]: r for r in recorded("effective_context")["rows"]}["rope"]["retrieval"]
+    assert run["retrieval"]["8"]["trials"] == 16 and kept["8"]["trials"] == 256
+    assert run["short"]["8"]["trials"] == 16 and set(run["retrieval"]) == {"8", "96"}
+    with pytest.raises(ValueError, match="passkey recipes"):
+        studies.retrieval_seeds(names=("rope",), steps=1)
+    with pytest.raises(ValueError, match="seeds"):
+        studies.retrieval_seeds(seeds=())
