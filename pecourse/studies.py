@@ -1,4 +1,4 @@
-r"""Seeded studies behind chapters 03, 05, 10, 11 and 15: small models trained from scratch, several
+r"""Seeded studies behind chapters 03, 04, 05, 10, 11, 13, 15 and 16: small models trained from scratch, several
 seeds, every number with its interval.
 
 The shipped checkpoints (:mod:`pecourse.train`) are one seed each. The studies here retrain
@@ -40,7 +40,16 @@ recording to ``pecourse/results/<name>.json``; :func:`load` reads it back.
 :func:`extrapolation_seeds`               chapter 03: the extrapolation table (learned,
                                           sinusoidal, RoPE, T5, ALiBi, NoPE) for seeds
                                           0 (shipped), 1 and 2
+:func:`retrieval_seeds`                   chapters 04 and 16: passkey retrieval by
+                                          distance of the ``*_passkey`` models (each
+                                          with its recipe's budget), seeds 0, 1, 2
+:func:`augmentation_seeds`                chapter 13: plain RoPE, randomized positions
+                                          and PoSE, seeds 0 (shipped), 1 and 2
 ========================================  ==================================================
+
+The three multi-seed studies share one mechanism (:func:`_seeded_runs`): seed 0 is the
+shipped checkpoint, the other seeds are trained with the same recipe and kept as numbers,
+and a log lets an interrupted run resume.
 
 ``python -m pecourse.studies run NAME`` reruns a study and rewrites its recording (minutes
 of CPU each; the chapter says how many).
@@ -80,6 +89,8 @@ __all__ = [
     "text_window_losses",
     "counting_length_generalisation",
     "extrapolation_seeds",
+    "retrieval_seeds",
+    "augmentation_seeds",
     "wilson_interval",
     "STUDIES",
     "record",
