@@ -70,7 +70,8 @@ results: setup
 	$(BIN)/python -m pecourse.base_crossing
 
 STUDIES := cope_counting text_extrapolation imposed_windows windowed_passkey grid_width_transfer \
-	cope_selective_copy nope_anchor counting_length_generalisation extrapolation_seeds
+	cope_selective_copy nope_anchor counting_length_generalisation extrapolation_seeds \
+	retrieval_seeds augmentation_seeds
 
 # The course as a static website in build/book/ (open build/book/index.html; it works from
 # file:// with no network). Renders the committed notebooks as they are, never re-executes

@@ -372,3 +372,46 @@ def test_retrieval_seeds_trains_each_recipe_with_its_own_budget_and_refuses_othe
         studies.retrieval_seeds(names=("rope",), steps=1)
     with pytest.raises(ValueError, match="seeds"):
         studies.retrieval_seeds(seeds=())
+
+
+def _runs_by(rec):
+    return {(r["model"], r["seed"]): r for r in rec["runs"]}
+
+
+def test_retrieval_seeds_recording():
+    """Seed 0 is the shipped checkpoint, so its numbers are effective_context's (long
+    sequences) and rope_base's (length 64); every cell's Wilson interval is recomputed from
+    its counts; each run keeps its recipe's budget; the summary is the runs'."""
+    from pecourse.train import RECIPES
+
+    rec = studies.load("retrieval_seeds")
+    p = rec["protocol"]
+    assert len(rec["seeds"]) >= 3 and p["retrieval_samples"] >= 256
+    runs = _runs_by(rec)
+    assert set(runs) == {(m, s) for m in p["models"] for s in rec["seeds"]}
+    for (m, s), run in runs.items():
+        assert run["source"] == ("shipped checkpoint" if s == 0 else "trained by this study")
+        assert run["train_steps"] == RECIPES[m]["train"]["steps"]
+        for part, ds in (("retrieval", p["distances"]), ("short", p["short_distances"])):
+            curve = {d: run[part][str(d)]["accuracy"] for d in ds}
+            assert run[f"{part}_effective"]["effective"] == evaluate.effective_context_length(curve)
+            for d in ds:
+                cell = run[part][str(d)]
+                assert cell["trials"] == p["retrieval_samples"]
+                lo, hi = evaluate.wilson_interval(cell["successes"], cell["trials"])
+                assert cell["ci95"] == [round(lo, 4), round(hi, 4)]
+    assert runs["alibi_passkey", 0]["train_steps"] == 2500
+    long = {r["retrieval_model"]: r for r in recorded("effective_context")["rows"]}
+    short = {r["retrieval_model"]: r for r in recorded("rope_base")["rows"]}
+    for m, row in long.items():
+        assert runs[m, 0]["retrieval"] == row["retrieval"]
+        assert runs[m, 0]["retrieval_effective"] == row["effective"]
+    for m, row in short.items():
+        assert runs[m, 0]["short"] == row["retrieval"]
+    for m in p["models"]:
+        mine = [runs[m, s] for s in rec["seeds"]]
+        for d in p["distances"]:
+            per_seed = rec["summary"][m]["retrieval"][str(d)]["per_seed"]
+            assert per_seed == [r["retrieval"][str(d)]["accuracy"] for r in mine]
+        effective = [r["retrieval_effective"]["effective"] for r in mine]
+        assert rec["summary"][m]["retrieval_effective"] == effective

@@ -19,6 +19,7 @@ FROM_CHECKPOINTS = {
     "nope_anchor",
     "counting_length_generalisation",
     "extrapolation_seeds",
+    "retrieval_seeds",
 }
 
 
