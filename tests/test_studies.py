@@ -415,3 +415,34 @@ def test_retrieval_seeds_recording():
             assert per_seed == [r["retrieval"][str(d)]["accuracy"] for r in mine]
         effective = [r["retrieval_effective"]["effective"] for r in mine]
         assert rec["summary"][m]["retrieval_effective"] == effective
+
+
+def test_augmentation_seeds_recording():
+    """Seed 0 is the shipped checkpoint, so its numbers are the augmentation recording's;
+    plain RoPE's seeds are trained exactly as extrapolation_seeds trains them, so they read
+    the same at every length; the summary is the runs'."""
+    rec = studies.load("augmentation_seeds")
+    p = rec["protocol"]
+    assert len(rec["seeds"]) >= 3 and rec["eval_tokens"] == 65536
+    runs = _runs_by(rec)
+    assert set(runs) == {(m, s) for m in p["models"] for s in rec["seeds"]}
+    shipped = recorded("augmentation")["rows"]
+    for row in shipped:
+        run = runs[row["model"], 0]
+        part = run["random_ids"] if row["ids"] == "random" else run
+        for n in p["lengths"]:
+            assert part[str(n)] == row[str(n)]
+        if "sliding" in row:
+            assert run["sliding"] == row["sliding"]
+    plain = _runs_by(studies.load("extrapolation_seeds"))
+    for s in rec["seeds"]:
+        for n in p["lengths"]:
+            assert runs["rope", s][str(n)] == plain["rope", s][str(n)]
+    for m in p["models"]:
+        mine = [runs[m, s] for s in rec["seeds"]]
+        assert mine[0]["source"] == "shipped checkpoint"
+        for n in p["lengths"]:
+            cell = mine[-1][str(n)]
+            assert cell["ci95"][0] <= cell["perplexity"] <= cell["ci95"][1]
+            per_seed = rec["summary"][m][str(n)]["per_seed"]
+            assert per_seed == [round(r[str(n)]["perplexity"], 4) for r in mine]

@@ -20,6 +20,7 @@ FROM_CHECKPOINTS = {
     "counting_length_generalisation",
     "extrapolation_seeds",
     "retrieval_seeds",
+    "augmentation_seeds",
 }
 
 
