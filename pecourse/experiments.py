@@ -33,7 +33,9 @@ The checkpoints are tiny (4 layers, 64 wide, 4 heads of 16 dimensions, character
 on 64-character windows for a few minutes of CPU), one training seed each: the intervals
 are over evaluation windows and samples, not over training runs.
 :func:`pecourse.studies.extrapolation_seeds` repeats :func:`extrapolation` for training seeds
-1 and 2 of the same recipes.
+1 and 2 of the same recipes; :func:`pecourse.studies.retrieval_seeds` does so for the
+retrieval half of :func:`effective_context` and :func:`rope_base`, and
+:func:`pecourse.studies.augmentation_seeds` for :func:`augmentation`.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-r"""Seeded studies behind chapters 03, 05, 10, 11 and 15: small models trained from scratch, several
+r"""Seeded studies behind chapters 03, 04, 05, 10, 11, 13, 15 and 16: small models trained from scratch, several
 seeds, every number with its interval.
 
 The shipped checkpoints (:mod:`pecourse.train`) are one seed each. The studies here retrain
@@ -40,7 +40,16 @@ recording to ``pecourse/results/<name>.json``; :func:`load` reads it back.
 :func:`extrapolation_seeds`               chapter 03: the extrapolation table (learned,
                                           sinusoidal, RoPE, T5, ALiBi, NoPE) for seeds
                                           0 (shipped), 1 and 2
+:func:`retrieval_seeds`                   chapters 04 and 16: passkey retrieval by
+                                          distance of the ``*_passkey`` models (each
+                                          with its recipe's budget), seeds 0, 1, 2
+:func:`augmentation_seeds`                chapter 13: plain RoPE, randomized positions
+                                          and PoSE, seeds 0 (shipped), 1 and 2
 ========================================  ==================================================
+
+The three multi-seed studies share one mechanism (:func:`_seeded_runs`): seed 0 is the
+shipped checkpoint, the other seeds are trained with the same recipe and kept as numbers,
+and a log lets an interrupted run resume.
 
 ``python -m pecourse.studies run NAME`` reruns a study and rewrites its recording (minutes
 of CPU each; the chapter says how many).
@@ -80,6 +89,8 @@ __all__ = [
     "text_window_losses",
     "counting_length_generalisation",
     "extrapolation_seeds",
+    "retrieval_seeds",
+    "augmentation_seeds",
     "wilson_interval",
     "STUDIES",
     "record",
@@ -902,39 +913,21 @@ def counting_length_generalisation(
 # --- chapter 03: the extrapolation table, three seeds ------------------------------------------
 
 
-def extrapolation_seeds(
-    seeds=(0, 1, 2),
-    *,
-    names=("learned", "sinusoidal", "rope", "t5", "alibi", "nope"),
-    lengths=(64, 128, 256, 512),
-    tokens: int = 65536,
-    steps: int | None = None,
-    log=None,
-) -> dict:
-    r"""The extrapolation table of :func:`pecourse.experiments.extrapolation` over training seeds.
+def _seeded_runs(names, seeds, *, steps, key: dict, log, measure) -> list[dict]:
+    r"""Train every recipe of ``names`` with every training seed, measure each model, keep a log.
 
-    Each scheme is trained with its shipped recipe (:data:`pecourse.train.RECIPES`: 4 layers,
-    ``d = 64``, 64-character windows, 800 steps) and a training seed; seed 0 is the shipped
-    checkpoint itself (the same recipe and seed), the others are trained here and kept only
-    as numbers. Every model is evaluated under the protocol (:mod:`pecourse.evaluate`): the
-    same ``tokens`` validation characters cut into non-overlapping windows of each length,
-    perplexity with a bootstrap interval over windows; a learned table has no rows past its
-    training length (``None``). ``steps`` overrides the budget of every trained run (a test
-    uses it; the recording uses the recipe's). ``log`` (a path) keeps one JSON line per
-    finished run and reuses the lines of an interrupted call with the same protocol, so
-    minutes of training are not lost when a long run stops halfway.
+    The mechanism of every multi-seed study below: recipe ``name`` of
+    :data:`pecourse.train.RECIPES` trained with ``seed`` (and its own budget, or ``steps``
+    when given); the recipe's own seed with its own budget *is* the shipped checkpoint, so
+    that run loads it instead of training. ``measure(model, name) -> dict`` adds the numbers.
+    ``log`` (a path) keeps one JSON line per finished run and reuses the lines of an
+    interrupted call with the same ``key`` (the protocol), so minutes of training are not
+    lost when a long run stops halfway; a logged run of a shipped checkpoint is reused only
+    while that checkpoint is unchanged. Returns the runs ordered by seed, then by ``names``.
     """
-    from .evaluate import perplexity_interval, window_losses
     from .model import checkpoint_info, checkpoint_sha256, load_checkpoint
     from .train import RECIPES, TrainConfig
 
-    seeds = _check_seeds(seeds)
-    names = [check_choice("names[]", n, tuple(RECIPES)) for n in names]
-    lengths = [check_int("lengths[]", n, minimum=2) for n in lengths]
-    tokens = check_int("tokens", tokens, minimum=max(lengths))
-    if steps is not None:
-        steps = check_int("steps", steps, minimum=1)
-    key = {"lengths": lengths, "tokens": tokens, "steps": steps}
     done = {}
     if log is not None:
         log = Path(log)
@@ -943,7 +936,7 @@ def extrapolation_seeds(
                 run = json.loads(line)
                 if run.pop("key") == key:
                     done[(run["model"], run["seed"])] = run
-    runs, cpu = [], 0.0
+    runs = []
     for seed in seeds:
         for name in names:
             recipe = RECIPES[name]
@@ -962,22 +955,69 @@ def extrapolation_seeds(
                 train = {**recipe["train"], "seed": seed, **({"steps": steps} if steps else {})}
                 model, curve, _ = _train_one(recipe["model"], train)
                 run = {"model": name, "seed": seed, "source": "trained by this study"}
+            run["train_steps"] = steps or recipe["train"]["steps"]
             run["loss_curve"] = curve
-            for n in lengths:
-                try:
-                    run[str(n)] = perplexity_interval(window_losses(model, n, tokens=tokens))
-                except ValueError:  # a learned table has no row for these positions
-                    run[str(n)] = None
+            run.update(measure(model, name))
             seconds = time.process_time() - start
             run["cpu_seconds"] = round(seconds, 1)
-            cpu += seconds
             runs.append(run)
             if log is not None:
                 with log.open("a") as f:
                     f.write(json.dumps({**run, "key": key}) + "\n")
     order = {(n, s): i for i, (s, n) in enumerate((s, n) for s in sorted(seeds) for n in names)}
     runs.sort(key=lambda r: order[(r["model"], r["seed"])])
-    cpu = sum(r["cpu_seconds"] for r in runs)
+    return runs
+
+
+def _seed_facts(runs) -> dict:
+    return {
+        "checkpoints": _hashes([r["model"] for r in runs if r["source"] == "shipped checkpoint"]),
+        "seeds": sorted({r["seed"] for r in runs}),
+        "runs": runs,
+    }
+
+
+def extrapolation_seeds(
+    seeds=(0, 1, 2),
+    *,
+    names=("learned", "sinusoidal", "rope", "t5", "alibi", "nope"),
+    lengths=(64, 128, 256, 512),
+    tokens: int = 65536,
+    steps: int | None = None,
+    log=None,
+) -> dict:
+    r"""The extrapolation table of :func:`pecourse.experiments.extrapolation` over training seeds.
+
+    Each scheme is trained with its shipped recipe (:data:`pecourse.train.RECIPES`: 4 layers,
+    ``d = 64``, 64-character windows, 800 steps) and a training seed; seed 0 is the shipped
+    checkpoint itself (the same recipe and seed), the others are trained here and kept only
+    as numbers. Every model is evaluated under the protocol (:mod:`pecourse.evaluate`): the
+    same ``tokens`` validation characters cut into non-overlapping windows of each length,
+    perplexity with a bootstrap interval over windows; a learned table has no rows past its
+    training length (``None``). ``steps`` overrides the budget of every trained run (a test
+    uses it; the recording uses the recipe's). ``log``: see :func:`_seeded_runs`.
+    """
+    from .evaluate import perplexity_interval, window_losses
+    from .train import RECIPES
+
+    seeds = _check_seeds(seeds)
+    names = [check_choice("names[]", n, tuple(RECIPES)) for n in names]
+    lengths = [check_int("lengths[]", n, minimum=2) for n in lengths]
+    tokens = check_int("tokens", tokens, minimum=max(lengths))
+    if steps is not None:
+        steps = check_int("steps", steps, minimum=1)
+
+    def measure(model, name):
+        out = {}
+        for n in lengths:
+            try:
+                out[str(n)] = perplexity_interval(window_losses(model, n, tokens=tokens))
+            except ValueError:  # a learned table has no row for these positions
+                out[str(n)] = None
+        return out
+
+    key = {"lengths": lengths, "tokens": tokens, "steps": steps}
+    runs = _seeded_runs(names, seeds, steps=steps, key=key, log=log, measure=measure)
     summary = {}
     for name in names:
         mine = [r for r in runs if r["model"] == name]
@@ -1005,12 +1045,208 @@ def extrapolation_seeds(
             "interval": "95% percentile bootstrap over windows, 2000 resamples",
             "ratio": f"perplexity at {lengths[-1]} / at {lengths[0]}, per seed",
         },
-        "checkpoints": _hashes([r["model"] for r in runs if r["source"] == "shipped checkpoint"]),
         "eval_tokens": tokens,
-        "seeds": sorted(seeds),
-        "runs": runs,
+        **_seed_facts(runs),
         "summary": summary,
-        "cpu_seconds": round(cpu, 1),
+        "cpu_seconds": round(sum(r["cpu_seconds"] for r in runs), 1),
+        "versions": _versions(),
+    }
+
+
+# --- chapters 04 and 16: passkey retrieval, scheme vs scheme, three seeds ---------------------
+
+#: Needle distances of chapter 04 (sequences of distance + key + 8 characters) and of
+#: chapter 16 (sequences of the training length, 64).
+RETRIEVAL_DISTANCES = (8, 16, 32, 48, 96, 192, 384)
+SHORT_DISTANCES = (8, 16, 24, 32, 40, 48, 56)
+
+
+def retrieval_seeds(
+    seeds=(0, 1, 2),
+    *,
+    names=("rope_passkey", "alibi_passkey", "t5_passkey", "rope_base_low_passkey"),
+    distances=RETRIEVAL_DISTANCES,
+    short_distances=SHORT_DISTANCES,
+    samples: int = 256,
+    steps: int | None = None,
+    log=None,
+) -> dict:
+    r"""Passkey retrieval by distance of the ``*_passkey`` models (chapters 04 and 16) per seed.
+
+    Each model is trained with its shipped recipe (passkeys alone, 2-digit keys, 64
+    characters; :data:`pecourse.train.RECIPES`), *its own budget included*: ``alibi_passkey``
+    trains 2,500 steps, the others 1,000 (the recording states it per run). Seed 0 is the
+    shipped checkpoint. Every model answers the same ``samples`` validation sequences per
+    distance (:func:`pecourse.evaluate.needle_outcomes`, fixed seed): for ``distances`` a
+    sequence of distance + key + 8 characters (chapter 04), for ``short_distances`` one of
+    the training length (chapter 16). Per distance: accuracy with a Wilson interval; per
+    run: the effective length (accuracy ≥ 0.5 at every distance up to it) with a bootstrap
+    interval over the samples. ``steps`` and ``log`` as in :func:`extrapolation_seeds`.
+    """
+    from .evaluate import effective_length_interval, needle_outcomes, retrieval
+    from .train import RECIPES
+
+    seeds = _check_seeds(seeds)
+    names = [check_choice("names[]", n, tuple(RECIPES)) for n in names]
+    for n in names:
+        if RECIPES[n]["train"]["data"] != "passkey":
+            raise ValueError(f"names must be passkey recipes (data='passkey'); {n!r} is not")
+    distances = [check_int("distances[]", d, minimum=1) for d in distances]
+    short_distances = [check_int("short_distances[]", d, minimum=1) for d in short_distances]
+    samples = check_int("samples", samples, minimum=1)
+    if steps is not None:
+        steps = check_int("steps", steps, minimum=1)
+
+    def measure(model, name):
+        key_len = RECIPES[name]["train"]["task_options"]["key_len"]
+        out = {}
+        for label, ds, length in (
+            ("retrieval", distances, None),
+            ("short", short_distances, model.config.train_len),
+        ):
+            if not ds:
+                continue
+            got = needle_outcomes(model, ds, samples=samples, key_len=key_len, length=length)
+            out[label] = {str(d): v for d, v in retrieval(got).items()}
+            out[f"{label}_effective"] = effective_length_interval(got)
+        return out
+
+    key = {
+        "study": "retrieval_seeds",
+        "distances": distances,
+        "short_distances": short_distances,
+        "samples": samples,
+        "steps": steps,
+    }
+    runs = _seeded_runs(names, seeds, steps=steps, key=key, log=log, measure=measure)
+    summary = {}
+    for name in names:
+        mine = [r for r in runs if r["model"] == name]
+        summary[name] = {"train_steps": mine[0]["train_steps"]}
+        for label, ds in (("retrieval", distances), ("short", short_distances)):
+            if ds:
+                summary[name][label] = {
+                    str(d): _spread([r[label][str(d)]["accuracy"] for r in mine]) for d in ds
+                }
+                summary[name][f"{label}_effective"] = [
+                    r[f"{label}_effective"]["effective"] for r in mine
+                ]
+    return {
+        "name": "retrieval_seeds",
+        "protocol": {
+            "models": names,
+            "model": {k: v for k, v in RECIPES[names[0]]["model"].items() if k != "plan"},
+            "train": {
+                n: {**RECIPES[n]["train"], **({"steps": steps} if steps else {})} for n in names
+            },
+            "budgets": "each recipe's own: alibi_passkey 2,500 steps, the others 1,000",
+            "seed_0": "the shipped checkpoint (same recipe and seed); other seeds trained here",
+            "distances": distances,
+            "retrieval_length": "distance + key length + 8",
+            "short_distances": short_distances,
+            "short_length": "the training length",
+            "retrieval_samples": samples,
+            "eval_seed": 1234,
+            "split": "validation text as filler",
+            "retrieval_interval": "95% Wilson score interval",
+            "effective_threshold": 0.5,
+            "effective_interval": "95% percentile bootstrap over retrieval samples (per "
+            "distance), 2000 resamples",
+        },
+        **_seed_facts(runs),
+        "summary": summary,
+        "cpu_seconds": round(sum(r["cpu_seconds"] for r in runs), 1),
+        "versions": _versions(),
+    }
+
+
+# --- chapter 13: position augmentation, three seeds --------------------------------------------
+
+
+def augmentation_seeds(
+    seeds=(0, 1, 2),
+    *,
+    names=("rope", "rope_randomized", "rope_pose"),
+    lengths=(64, 128, 256, 512),
+    tokens: int = 65536,
+    sliding=("rope", "rope_pose"),
+    steps: int | None = None,
+    log=None,
+) -> dict:
+    r"""The augmentation comparison of :func:`pecourse.experiments.augmentation` per seed.
+
+    Plain RoPE, randomized positions (Ruoss et al. 2023) and PoSE (Zhu et al. 2024), each
+    trained with its shipped recipe (800 steps on 64-character windows; the augmented ones
+    draw ids spanning 0..511) and a training seed; seed 0 is the shipped checkpoint. Every
+    model: non-overlapping perplexity with ids ``0..L-1``; ``rope_randomized`` also with
+    ids drawn as in training (a fresh sorted random subset of 0..511 per window, generator
+    seed ``L``, as the experiment does); the models in ``sliding`` also sliding-window
+    perplexity (stride ``L/4``). The same ``tokens`` validation characters for all, each
+    perplexity with a bootstrap interval over windows. ``steps``, ``log``: see
+    :func:`extrapolation_seeds`.
+    """
+    from .evaluate import perplexity_interval, window_losses
+    from .positions.augmentation import randomized_positions
+    from .train import RECIPES
+
+    seeds = _check_seeds(seeds)
+    names = [check_choice("names[]", n, tuple(RECIPES)) for n in names]
+    sliding = [check_choice("sliding[]", n, tuple(names)) for n in sliding]
+    lengths = [check_int("lengths[]", n, minimum=2) for n in lengths]
+    tokens = check_int("tokens", tokens, minimum=max(lengths))
+    if steps is not None:
+        steps = check_int("steps", steps, minimum=1)
+
+    def ppl(model, n, **kw):
+        return perplexity_interval(window_losses(model, n, tokens=tokens, **kw))
+
+    def measure(model, name):
+        out = {str(n): ppl(model, n) for n in lengths}
+        if RECIPES[name]["train"].get("augment") == "randomized":
+            span = RECIPES[name]["train"]["augment_len"]
+            out["random_ids"] = {}
+            for n in lengths:
+                g = torch.Generator().manual_seed(n)
+                ids = randomized_positions(n, span, generator=g, batch=tokens // n)
+                out["random_ids"][str(n)] = ppl(model, n, positions=ids)
+        if name in sliding:
+            out["sliding"] = {str(n): ppl(model, n, mode="sliding") for n in lengths}
+        return out
+
+    key = {"study": "augmentation_seeds", "lengths": lengths, "tokens": tokens}
+    key.update(sliding=sliding, steps=steps)
+    runs = _seeded_runs(names, seeds, steps=steps, key=key, log=log, measure=measure)
+    summary = {}
+    for name in names:
+        mine = [r for r in runs if r["model"] == name]
+        summary[name] = {str(n): _spread([r[str(n)]["perplexity"] for r in mine]) for n in lengths}
+        for part in ("random_ids", "sliding"):
+            if part in mine[0]:
+                summary[name][part] = {
+                    str(n): _spread([r[part][str(n)]["perplexity"] for r in mine]) for n in lengths
+                }
+    return {
+        "name": "augmentation_seeds",
+        "protocol": {
+            "models": names,
+            "model": {k: v for k, v in RECIPES[names[0]]["model"].items() if k != "plan"},
+            "train": {
+                n: {**RECIPES[n]["train"], **({"steps": steps} if steps else {})} for n in names
+            },
+            "seed_0": "the shipped checkpoint (same recipe and seed); other seeds trained here",
+            "mode": "nonoverlapping with ids 0..L-1; sliding (stride L/4) for "
+            + ", ".join(sliding),
+            "random_ids": "a sorted random subset of 0..augment_len-1 per window, generator "
+            "seed = L (randomized models only)",
+            "lengths": lengths,
+            "eval_tokens": tokens,
+            "split": "validation, the first eval_tokens characters (the same for every model)",
+            "interval": "95% percentile bootstrap over windows, 2000 resamples",
+        },
+        "eval_tokens": tokens,
+        **_seed_facts(runs),
+        "summary": summary,
+        "cpu_seconds": round(sum(r["cpu_seconds"] for r in runs), 1),
         "versions": _versions(),
     }
 
@@ -1028,6 +1264,8 @@ STUDIES = {
     "nope_anchor": nope_anchor,
     "counting_length_generalisation": counting_length_generalisation,
     "extrapolation_seeds": extrapolation_seeds,
+    "retrieval_seeds": retrieval_seeds,
+    "augmentation_seeds": augmentation_seeds,
 }
 
 

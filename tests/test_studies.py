@@ -338,3 +338,111 @@ def test_extrapolation_seeds_recording():
         for n, spread in rec["summary"][m].items():
             if n != "ratio":
                 assert spread["per_seed"] == [round(r[n]["perplexity"], 4) for r in mine]
+
+
+# --- retrieval_seeds and augmentation_seeds ---------------------------------------------------
+
+
+def test_retrieval_seeds_trains_each_recipe_with_its_own_budget_and_refuses_other_recipes(
+    tmp_path, monkeypatch
+):
+    budgets = []
+
+    def fake_train(model_kwargs, train_kwargs):  # the budget, not the training, is under test
+        budgets.append((model_kwargs["plan"], train_kwargs["steps"], train_kwargs["seed"]))
+        return load_checkpoint("rope_passkey"), [[0, 1.0]], 0.0
+
+    monkeypatch.setattr(studies, "_train_one", fake_train)
+    out = studies.retrieval_seeds(
+        seeds=(1,),
+        names=("rope_passkey", "alibi_passkey"),
+        distances=(8, 96),
+        short_distances=(8,),
+        samples=16,
+        log=tmp_path / "log.jsonl",
+    )
+    assert budgets == [("rope", 1000, 1), ("alibi", 2500, 1)]
+    assert [r["train_steps"] for r in out["runs"]] == [1000, 2500]
+    assert out["summary"]["alibi_passkey"]["train_steps"] == 2500
+    run = out["runs"][0]  # the shipped weights stood in: the recording's numbers at 16 samples
+    kept = {r["model"]: r for r in recorded("effective_context")["rows"]}["rope"]["retrieval"]
+    assert run["retrieval"]["8"]["trials"] == 16 and kept["8"]["trials"] == 256
+    assert run["short"]["8"]["trials"] == 16 and set(run["retrieval"]) == {"8", "96"}
+    with pytest.raises(ValueError, match="passkey recipes"):
+        studies.retrieval_seeds(names=("rope",), steps=1)
+    with pytest.raises(ValueError, match="seeds"):
+        studies.retrieval_seeds(seeds=())
+
+
+def _runs_by(rec):
+    return {(r["model"], r["seed"]): r for r in rec["runs"]}
+
+
+def test_retrieval_seeds_recording():
+    """Seed 0 is the shipped checkpoint, so its numbers are effective_context's (long
+    sequences) and rope_base's (length 64); every cell's Wilson interval is recomputed from
+    its counts; each run keeps its recipe's budget; the summary is the runs'."""
+    from pecourse.train import RECIPES
+
+    rec = studies.load("retrieval_seeds")
+    p = rec["protocol"]
+    assert len(rec["seeds"]) >= 3 and p["retrieval_samples"] >= 256
+    runs = _runs_by(rec)
+    assert set(runs) == {(m, s) for m in p["models"] for s in rec["seeds"]}
+    for (m, s), run in runs.items():
+        assert run["source"] == ("shipped checkpoint" if s == 0 else "trained by this study")
+        assert run["train_steps"] == RECIPES[m]["train"]["steps"]
+        for part, ds in (("retrieval", p["distances"]), ("short", p["short_distances"])):
+            curve = {d: run[part][str(d)]["accuracy"] for d in ds}
+            assert run[f"{part}_effective"]["effective"] == evaluate.effective_context_length(curve)
+            for d in ds:
+                cell = run[part][str(d)]
+                assert cell["trials"] == p["retrieval_samples"]
+                lo, hi = evaluate.wilson_interval(cell["successes"], cell["trials"])
+                assert cell["ci95"] == [round(lo, 4), round(hi, 4)]
+    assert runs["alibi_passkey", 0]["train_steps"] == 2500
+    long = {r["retrieval_model"]: r for r in recorded("effective_context")["rows"]}
+    short = {r["retrieval_model"]: r for r in recorded("rope_base")["rows"]}
+    for m, row in long.items():
+        assert runs[m, 0]["retrieval"] == row["retrieval"]
+        assert runs[m, 0]["retrieval_effective"] == row["effective"]
+    for m, row in short.items():
+        assert runs[m, 0]["short"] == row["retrieval"]
+    for m in p["models"]:
+        mine = [runs[m, s] for s in rec["seeds"]]
+        for d in p["distances"]:
+            per_seed = rec["summary"][m]["retrieval"][str(d)]["per_seed"]
+            assert per_seed == [r["retrieval"][str(d)]["accuracy"] for r in mine]
+        effective = [r["retrieval_effective"]["effective"] for r in mine]
+        assert rec["summary"][m]["retrieval_effective"] == effective
+
+
+def test_augmentation_seeds_recording():
+    """Seed 0 is the shipped checkpoint, so its numbers are the augmentation recording's;
+    plain RoPE's seeds are trained exactly as extrapolation_seeds trains them, so they read
+    the same at every length; the summary is the runs'."""
+    rec = studies.load("augmentation_seeds")
+    p = rec["protocol"]
+    assert len(rec["seeds"]) >= 3 and rec["eval_tokens"] == 65536
+    runs = _runs_by(rec)
+    assert set(runs) == {(m, s) for m in p["models"] for s in rec["seeds"]}
+    shipped = recorded("augmentation")["rows"]
+    for row in shipped:
+        run = runs[row["model"], 0]
+        part = run["random_ids"] if row["ids"] == "random" else run
+        for n in p["lengths"]:
+            assert part[str(n)] == row[str(n)]
+        if "sliding" in row:
+            assert run["sliding"] == row["sliding"]
+    plain = _runs_by(studies.load("extrapolation_seeds"))
+    for s in rec["seeds"]:
+        for n in p["lengths"]:
+            assert runs["rope", s][str(n)] == plain["rope", s][str(n)]
+    for m in p["models"]:
+        mine = [runs[m, s] for s in rec["seeds"]]
+        assert mine[0]["source"] == "shipped checkpoint"
+        for n in p["lengths"]:
+            cell = mine[-1][str(n)]
+            assert cell["ci95"][0] <= cell["perplexity"] <= cell["ci95"][1]
+            per_seed = rec["summary"][m][str(n)]["per_seed"]
+            assert per_seed == [round(r[str(n)]["perplexity"], 4) for r in mine]

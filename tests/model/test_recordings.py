@@ -19,6 +19,8 @@ FROM_CHECKPOINTS = {
     "nope_anchor",
     "counting_length_generalisation",
     "extrapolation_seeds",
+    "retrieval_seeds",
+    "augmentation_seeds",
 }
 
 
