@@ -61,7 +61,7 @@ checkpoints: setup
 	$(MAKE) results
 
 # Rewrite every recording in pecourse/results from the shipped checkpoints under the protocol
-# of pecourse.evaluate: the experiments (about 15 CPU minutes), the studies (those that train
+# of pecourse.evaluate: the experiments (about 20 CPU minutes), the studies (those that train
 # their own seeds take about 70 CPU minutes more; retrieval_seeds about 14, augmentation_seeds
 # about 8) and the base-crossing run of chapter 16.
 # A test compares each recording's checkpoint hashes with the shipped files.

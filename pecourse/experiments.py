@@ -56,6 +56,7 @@ __all__ = [
     "extrapolation",
     "loss_by_position",
     "effective_context",
+    "needle_grid",
     "rope_scaling",
     "augmentation",
     "rope_base",
@@ -242,6 +243,52 @@ def effective_context(
         "train_len": 64,
     }
     return _recording("effective_context", rows, used, protocol, start)
+
+
+GRID_LENGTHS = (64, 128, 256, 512)
+GRID_DISTANCES = (16, 48, 96, 192, 384)
+
+
+def needle_grid(
+    names=("alibi", "rope", "t5"),
+    lengths=GRID_LENGTHS,
+    distances=GRID_DISTANCES,
+    *,
+    samples: int = ev.RETRIEVAL_SAMPLES,
+) -> dict:
+    """Passkey accuracy on a grid of sequence length × needle distance: the needle-in-a-haystack
+    picture (Kamradt 2023, depth × length), with depth read as ``1 - distance / length``.
+
+    The question always comes last, so at a fixed distance a longer sequence adds text
+    *before* the needle only: the model then attends over more keys and sees larger absolute
+    positions, while the distance it must reach back stays the same. Each cell is measured on
+    ``samples`` sequences with a Wilson interval; a distance is measured at a length when the
+    needle fits (``distance + key length + 2 <= length``).
+    """
+    start = time.process_time()
+    lengths, distances = _lengths(lengths), _lengths(distances)
+    rows, used = [], []
+    for name in names:
+        rname = _retriever(name)
+        model = load_checkpoint(rname)
+        k = _key_len(model)
+        grid = {}
+        for n in lengths:
+            fits = [d for d in distances if d + k + 2 <= n]
+            outcomes = ev.needle_outcomes(model, fits, length=n, samples=samples, key_len=k)
+            grid[str(n)] = {str(d): cell for d, cell in ev.retrieval(outcomes).items()}
+        facts = _train_facts(rname)
+        rows.append({"model": name, "retrieval_model": rname, **facts, "key_len": k, "grid": grid})
+        used.append(rname)
+    protocol = {
+        "lengths": lengths,
+        "distances": distances,
+        "retrieval_samples": samples,
+        "retrieval_length": "the grid's length; the question is the last character",
+        "eval_tokens": ev.EVAL_TOKENS,
+        "train_len": 64,
+    }
+    return _recording("needle_grid", rows, used, protocol, start)
 
 
 # --- 3. RoPE scaling --------------------------------------------------------------------
@@ -474,6 +521,7 @@ EXPERIMENTS = {
     "extrapolation": extrapolation,
     "loss_by_position": loss_by_position,
     "effective_context": effective_context,
+    "needle_grid": needle_grid,
     "rope_scaling": rope_scaling,
     "augmentation": augmentation,
     "rope_base": rope_base,

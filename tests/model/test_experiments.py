@@ -33,6 +33,7 @@ SMALL = {
     "extrapolation": dict(lengths=(64, 128), tokens=512),
     "loss_by_position": dict(tokens=512),
     "effective_context": dict(distances=(8, 96), lengths=(64, 256), samples=4, tokens=512),
+    "needle_grid": dict(lengths=(64, 128), distances=(16, 96), samples=4),
     "rope_scaling": dict(lengths=(64, 512), tokens=1024, samples=4, distances=(48,)),
     "augmentation": dict(lengths=(64, 256), tokens=512),
     "rope_base": dict(distances=(8, 56), samples=4, tokens=512),
@@ -115,3 +116,10 @@ def test_fmt_and_order_read_intervals():
         fmt({"perplexity": 4.0})
     with pytest.raises(ValueError, match="b must be"):
         order(a, 3)
+
+
+def test_needle_grid_measures_only_the_distances_that_fit():
+    res = ex.needle_grid(names=("rope",), lengths=(32, 64), distances=(16, 48), samples=2)
+    grid = res["rows"][0]["grid"]
+    assert set(grid["32"]) == {"16"} and set(grid["64"]) == {"16", "48"}  # 48 + key + 2 > 32
+    assert all(c["trials"] == 2 for cells in grid.values() for c in cells.values())

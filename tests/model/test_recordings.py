@@ -82,6 +82,14 @@ def _effective_context():
     _inside(ev.retrieval(out)[192], rows["rope"]["retrieval"]["192"], "accuracy")
 
 
+def _needle_grid():
+    # a cell where a longer sequence (the needle no further away) changed RoPE's answer
+    rows = {r["model"]: r for r in recorded("needle_grid")["rows"]}
+    model = load_checkpoint("rope_passkey")
+    out = ev.needle_outcomes(model, [48], length=256, key_len=_key_len(model))
+    _inside(ev.retrieval(out)[48], rows["rope"]["grid"]["256"]["48"], "accuracy")
+
+
 def _rope_scaling():
     rec = recorded("rope_scaling")
     rows = {r["model"]: r for r in rec["rows"]}
@@ -116,6 +124,7 @@ RECOMPUTE = {
     "extrapolation": _extrapolation,
     "loss_by_position": _loss_by_position,
     "effective_context": _effective_context,
+    "needle_grid": _needle_grid,
     "rope_scaling": _rope_scaling,
     "augmentation": _augmentation,
     "rope_base": _rope_base,
