@@ -10,14 +10,6 @@ import argparse
 import importlib
 import sys
 
-# Modules that add sub-commands: each defines ``register(subparsers)``, which adds its
-# parsers and sets ``func`` (called with the parsed arguments, returning an exit code).
-COMMAND_MODULES = [
-    "pecourse.info",
-    "pecourse.flashcards.cli",
-    "pecourse.exercises.cli",
-    "pecourse.train",
-]
 # Which module registers each command, and its one-line help: a command imports only its own
 # module, so that `pecourse cards review` starts without importing torch, and `pecourse
 # --help` imports none (a test checks this table against what the modules register).
@@ -41,6 +33,11 @@ COMMANDS = {
     ),
     "train": ("pecourse.train", "train the tiny model (one run, one shipped recipe, or --all)"),
 }
+
+
+# Modules that add sub-commands: each defines ``register(subparsers)``, which adds its
+# parsers and sets ``func`` (called with the parsed arguments, returning an exit code).
+COMMAND_MODULES = list(dict.fromkeys(module for module, _ in COMMANDS.values()))
 
 
 def _parser() -> tuple[argparse.ArgumentParser, argparse._SubParsersAction]:

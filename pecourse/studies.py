@@ -977,6 +977,19 @@ def _seed_facts(runs) -> dict:
     }
 
 
+def _seeded_protocol(names, steps) -> dict:
+    """What the protocol of every :func:`_seeded_runs` study states: the models, their shared
+    architecture, each recipe's training options, and where seed 0 comes from."""
+    from .train import RECIPES
+
+    return {
+        "models": names,
+        "model": {k: v for k, v in RECIPES[names[0]]["model"].items() if k != "plan"},
+        "train": {n: {**RECIPES[n]["train"], **({"steps": steps} if steps else {})} for n in names},
+        "seed_0": "the shipped checkpoint (same recipe and seed); other seeds trained here",
+    }
+
+
 def extrapolation_seeds(
     seeds=(0, 1, 2),
     *,
@@ -1034,10 +1047,8 @@ def extrapolation_seeds(
     return {
         "name": "extrapolation_seeds",
         "protocol": {
-            "models": names,
-            "model": {k: v for k, v in RECIPES[names[0]]["model"].items() if k != "plan"},
+            **_seeded_protocol(names, steps),
             "train": {**base, **({"steps": steps} if steps else {}), "seed": "per run"},
-            "seed_0": "the shipped checkpoint (same recipe and seed); other seeds trained here",
             "mode": "nonoverlapping",
             "lengths": lengths,
             "eval_tokens": tokens,
@@ -1134,13 +1145,8 @@ def retrieval_seeds(
     return {
         "name": "retrieval_seeds",
         "protocol": {
-            "models": names,
-            "model": {k: v for k, v in RECIPES[names[0]]["model"].items() if k != "plan"},
-            "train": {
-                n: {**RECIPES[n]["train"], **({"steps": steps} if steps else {})} for n in names
-            },
+            **_seeded_protocol(names, steps),
             "budgets": "each recipe's own: alibi_passkey 2,500 steps, the others 1,000",
-            "seed_0": "the shipped checkpoint (same recipe and seed); other seeds trained here",
             "distances": distances,
             "retrieval_length": "distance + key length + 8",
             "short_distances": short_distances,
@@ -1228,12 +1234,7 @@ def augmentation_seeds(
     return {
         "name": "augmentation_seeds",
         "protocol": {
-            "models": names,
-            "model": {k: v for k, v in RECIPES[names[0]]["model"].items() if k != "plan"},
-            "train": {
-                n: {**RECIPES[n]["train"], **({"steps": steps} if steps else {})} for n in names
-            },
-            "seed_0": "the shipped checkpoint (same recipe and seed); other seeds trained here",
+            **_seeded_protocol(names, steps),
             "mode": "nonoverlapping with ids 0..L-1; sliding (stride L/4) for "
             + ", ".join(sliding),
             "random_ids": "a sorted random subset of 0..augment_len-1 per window, generator "

@@ -309,19 +309,18 @@ RECOMPILE_LIMIT = 64
 def _call_compiled(fn, q, k, v, kwargs) -> Tensor:
     if fn is not None:
         return fn(q, k, v, **kwargs)
-    try:
-        with torch._dynamo.config.patch(recompile_limit=RECOMPILE_LIMIT):
+    with torch._dynamo.config.patch(recompile_limit=RECOMPILE_LIMIT):
+        try:
             return _compiled_flex()(q, k, v, **kwargs)
-    except Exception as exc:
-        # torch 2.13's CPU FlexAttention template can emit C++ that does not compile when a
-        # second, different score_mod is compiled in the same process (an undeclared
-        # ``cur_kvSplitSize2``). Clearing dynamo's caches and compiling afresh avoids it.
-        if type(exc).__name__ not in ("InductorError", "BackendCompilerFailed"):
-            raise
-        global _COMPILED
-        torch._dynamo.reset()
-        _COMPILED = None
-        with torch._dynamo.config.patch(recompile_limit=RECOMPILE_LIMIT):
+        except Exception as exc:
+            # torch 2.13's CPU FlexAttention template can emit C++ that does not compile when a
+            # second, different score_mod is compiled in the same process (an undeclared
+            # ``cur_kvSplitSize2``). Clearing dynamo's caches and compiling afresh avoids it.
+            if type(exc).__name__ not in ("InductorError", "BackendCompilerFailed"):
+                raise
+            global _COMPILED
+            torch._dynamo.reset()
+            _COMPILED = None
             return _compiled_flex()(q, k, v, **kwargs)
 
 
