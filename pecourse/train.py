@@ -358,6 +358,40 @@ RECIPES: dict[str, dict] = {
         warmup=10,
         batch_size=4,
     ),
+    # PoSE as published (Zhu et al. 2024): the same continuation of `rope` with PI at factor 4,
+    # but on 64-character windows whose ids are PoSE-skipped over 0..255 instead of windows of
+    # 256 consecutive characters; 16 windows a step, the same characters as rope_pi_finetune.
+    "rope_pose_pi_finetune": _recipe(
+        "rope",
+        {"position_options": {"rope": {"scaling": "linear", "factor": 4.0}}},
+        init_from="rope",
+        steps=100,
+        lr=1e-3,
+        warmup=10,
+        batch_size=16,
+        augment="pose",
+        augment_len=256,
+    ),
+    # The passkey model extended the same two ways: full-length PI fine-tuning on 256-character
+    # passkey sequences, and PoSE + PI on 64-character ones; 16 sequences (16 keys) a step each.
+    "rope_passkey_pi_finetune": _recipe(
+        "rope",
+        {"train_len": 256, "position_options": {"rope": {"scaling": "linear", "factor": 4.0}}},
+        **{**_PASSKEY, "steps": 100},
+        init_from="rope_passkey",
+        lr=1e-3,
+        warmup=10,
+    ),
+    "rope_passkey_pose_pi_finetune": _recipe(
+        "rope",
+        {"position_options": {"rope": {"scaling": "linear", "factor": 4.0}}},
+        **{**_PASSKEY, "steps": 100},
+        init_from="rope_passkey",
+        lr=1e-3,
+        warmup=10,
+        augment="pose",
+        augment_len=256,
+    ),
     # Position augmentation: a window of 64 tokens whose ids span 0..511.
     "rope_randomized": _recipe("rope", augment="randomized", augment_len=512),
     "rope_pose": _recipe("rope", augment="pose", augment_len=512),
