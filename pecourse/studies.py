@@ -1,4 +1,4 @@
-r"""Seeded studies behind chapters 03, 04, 05, 10, 11, 13, 15 and 16: small models trained from scratch, several
+r"""Seeded studies behind chapters 03, 04, 05, 10, 11, 13, 14, 15 and 16: small models trained from scratch, several
 seeds, every number with its interval.
 
 The shipped checkpoints (:mod:`pecourse.train`) are one seed each. The studies here retrain
@@ -45,11 +45,15 @@ recording to ``pecourse/results/<name>.json``; :func:`load` reads it back.
                                           with its recipe's budget), seeds 0, 1, 2
 :func:`augmentation_seeds`                chapter 13: plain RoPE, randomized positions
                                           and PoSE, seeds 0 (shipped), 1 and 2
+:func:`extension_seeds`                   chapters 13 and 14: training-free scalings, the
+                                          PI and YaRN fine-tunes and PoSE as published,
+                                          each continued from its own seed's base
 ========================================  ==================================================
 
-The three multi-seed studies share one mechanism (:func:`_seeded_runs`): seed 0 is the
-shipped checkpoint, the other seeds are trained with the same recipe and kept as numbers,
-and a log lets an interrupted run resume.
+The four multi-seed studies share one mechanism (:func:`_seeded_runs`): seed 0 is the
+shipped checkpoint, the other seeds are trained with the same recipe and kept as numbers
+(a recipe that continues another starts from that seed's run of it), and a log lets an
+interrupted run resume.
 
 ``python -m pecourse.studies run NAME`` reruns a study and rewrites its recording (minutes
 of CPU each; the chapter says how many).
@@ -61,6 +65,7 @@ import json
 import math
 import platform
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -925,10 +930,12 @@ def _seeded_runs(names, seeds, *, steps, key: dict, log, measure) -> list[dict]:
     lost when a long run stops halfway; a logged run of a shipped checkpoint is reused only
     while that checkpoint is unchanged. Returns the runs ordered by seed, then by ``names``.
     """
-    from .model import checkpoint_info, checkpoint_sha256, load_checkpoint
+    from .model import checkpoint_info, checkpoint_sha256, load_checkpoint, save_checkpoint
     from .train import RECIPES, TrainConfig
 
     done = {}
+    folder = tempfile.TemporaryDirectory() if log is None else None
+    store = Path(folder.name) if folder else Path(log).with_name(Path(log).stem + "-weights")
     if log is not None:
         log = Path(log)
         if log.exists():
@@ -953,8 +960,11 @@ def _seeded_runs(names, seeds, *, steps, key: dict, log, measure) -> list[dict]:
                 run["sha256"] = checkpoint_sha256(name)
             else:
                 train = {**recipe["train"], "seed": seed, **({"steps": steps} if steps else {})}
+                if train.get("init_from"):  # continue this seed's run of the parent recipe
+                    train["init_from"] = _parent(train["init_from"], seed, steps, store)
                 model, curve, _ = _train_one(recipe["model"], train)
                 run = {"model": name, "seed": seed, "source": "trained by this study"}
+                save_checkpoint(model, _kept(store, name, seed, steps), loss_curve=curve)
             run["train_steps"] = steps or recipe["train"]["steps"]
             run["loss_curve"] = curve
             run.update(measure(model, name))
@@ -964,9 +974,36 @@ def _seeded_runs(names, seeds, *, steps, key: dict, log, measure) -> list[dict]:
             if log is not None:
                 with log.open("a") as f:
                     f.write(json.dumps({**run, "key": key}) + "\n")
+    if folder:
+        folder.cleanup()
     order = {(n, s): i for i, (s, n) in enumerate((s, n) for s in sorted(seeds) for n in names)}
     runs.sort(key=lambda r: order[(r["model"], r["seed"])])
     return runs
+
+
+def _kept(store: Path, name: str, seed: int, steps) -> Path:
+    """Where :func:`_seeded_runs` keeps the weights of a run it trained (for its children)."""
+    return store / f"{name}-seed{seed}-steps{steps or 'recipe'}"
+
+
+def _parent(name: str, seed: int, steps, store: Path) -> str:
+    """What a continued recipe (``init_from=name``) starts from at ``seed``: the shipped
+    checkpoint when it is that very run, else the parent trained with ``seed`` (and
+    ``steps``) by :func:`_seeded_runs` into ``store``, trained now if it is not there."""
+    from .model import save_checkpoint
+    from .train import RECIPES, TrainConfig
+
+    recipe = RECIPES[name]
+    if seed == TrainConfig.from_dict(recipe["train"]).seed and steps is None:
+        return name
+    path = _kept(store, name, seed, steps)
+    if not path.with_suffix(".safetensors").exists():  # e.g. a resumed log kept its numbers only
+        train = {**recipe["train"], "seed": seed, **({"steps": steps} if steps else {})}
+        if train.get("init_from"):
+            train["init_from"] = _parent(train["init_from"], seed, steps, store)
+        model, curve, _ = _train_one(recipe["model"], train)
+        save_checkpoint(model, path, loss_curve=curve)
+    return str(path)
 
 
 def _seed_facts(runs) -> dict:
@@ -1252,6 +1289,173 @@ def augmentation_seeds(
     }
 
 
+# --- chapters 13 and 14: extending the context of a RoPE model, three seeds --------------------
+
+#: Training-free scalings of chapter 14 at the study's factor (YaRN with the betas of a 16-dim
+#: head, as :data:`pecourse.experiments.YARN_BETAS`).
+EXTENSION_SCALINGS = ("none", "PI", "NTK", "YaRN", "dynamic NTK")
+
+
+def extension_seeds(
+    seeds=(0, 1, 2),
+    *,
+    names=(
+        "rope",
+        "rope_pi_finetune",
+        "rope_yarn_finetune",
+        "rope_pose_pi_finetune",
+        "rope_passkey",
+        "rope_passkey_pi_finetune",
+        "rope_passkey_pose_pi_finetune",
+    ),
+    factor: float = 4.0,
+    lengths=(64, 128, 256, 512),
+    tokens: int = 65536,
+    distances=(48, 96, 192, 384),
+    samples: int = 256,
+    steps: int | None = None,
+    log=None,
+) -> dict:
+    r"""Context extension of a RoPE model trained at 64, per training seed (chapters 13, 14).
+
+    For each seed: the base models (``rope`` on text, ``rope_passkey`` on passkeys) trained
+    with their shipped recipes, then continued from *that seed's* base with each fine-tune
+    recipe of ``names`` (:data:`pecourse.train.RECIPES`): position interpolation (Chen et
+    al. 2023) and YaRN (Peng et al. 2023) on windows of ``factor × 64``, and PoSE with PI as
+    Zhu et al. (2024) publish it, on 64-character windows whose ids are skipped over
+    ``factor × 64``. Seed 0 is the shipped checkpoints. Every text model: non-overlapping
+    perplexity at ``lengths`` on the same ``tokens`` validation characters, the loss by
+    position band at the longest length (before 64, to the extended window, beyond it),
+    and sliding-window perplexity (stride ``L/4``); the base text model also under the
+    training-free scalings of :data:`EXTENSION_SCALINGS` (non-overlapping). Every passkey
+    model: accuracy by needle distance (``samples`` sequences each, Wilson intervals); the
+    base passkey model also under each training-free scaling. ``steps`` overrides every
+    trained run's budget (tests); ``log``: see :func:`_seeded_runs`.
+    """
+    from . import evaluate as ev
+    from ._validate import check_float
+    from .experiments import YARN_BETAS
+    from .train import RECIPES
+
+    seeds = _check_seeds(seeds)
+    names = [check_choice("names[]", n, tuple(RECIPES)) for n in names]
+    for n in names:  # a fine-tune needs its parent earlier in the list (trained first)
+        parent = RECIPES[n]["train"].get("init_from")
+        if parent and parent not in names[: names.index(n)]:
+            raise ValueError(f"names must list {parent!r} before {n!r}, which continues it")
+    factor = check_float("factor", factor, minimum=1.0)
+    lengths = [check_int("lengths[]", n, minimum=2) for n in lengths]
+    tokens = check_int("tokens", tokens, minimum=max(lengths))
+    distances = [check_int("distances[]", d, minimum=1) for d in distances]
+    samples = check_int("samples", samples, minimum=1)
+    if steps is not None:
+        steps = check_int("steps", steps, minimum=1)
+    train_len = RECIPES[names[0]]["model"]["train_len"]
+    extended = int(round(factor * train_len))
+    top = max(lengths)
+    cuts = sorted({0, min(train_len, top), min(extended, top), top})
+    bands = list(zip(cuts[:-1], cuts[1:]))
+
+    def scalings(model):
+        return {
+            "none": model,
+            "PI": ev.scale_rope(model, "linear", factor),
+            "NTK": ev.scale_rope(model, "ntk", factor),
+            "YaRN": ev.scale_rope(model, "yarn", factor, **YARN_BETAS),
+            "dynamic NTK": ev.scale_rope(model, "dynamic", factor),
+        }
+
+    def text(model, slide: bool):
+        out, last = {}, None
+        for n in lengths:
+            losses = ev.window_losses(model, n, tokens=tokens)
+            out[str(n)] = ev.perplexity_interval(losses)
+            last = losses
+        out["bands"] = ev.band_losses(last, bands)
+        if slide:
+            out["sliding"] = {
+                str(n): ev.perplexity_interval(
+                    ev.window_losses(model, n, tokens=tokens, mode="sliding")
+                )
+                for n in lengths
+            }
+        return out
+
+    def passkey(model, name):
+        key_len = RECIPES[name]["train"]["task_options"]["key_len"]
+        got = ev.needle_outcomes(model, distances, samples=samples, key_len=key_len)
+        return {
+            "retrieval": {str(d): v for d, v in ev.retrieval(got).items()},
+            "effective": ev.effective_length_interval(got),
+        }
+
+    def measure(model, name):
+        base = not RECIPES[name]["train"].get("init_from")
+        if RECIPES[name]["train"]["data"] == "passkey":
+            if not base:
+                return passkey(model, name)
+            return {"scaled": {k: passkey(m, name) for k, m in scalings(model).items()}}
+        if not base:
+            return text(model, slide=True)
+        out = {"scaled": {k: text(m, slide=k == "none") for k, m in scalings(model).items()}}
+        return out
+
+    key = {"study": "extension_seeds", "factor": factor, "lengths": lengths, "tokens": tokens}
+    key.update(distances=distances, samples=samples, steps=steps)
+    runs = _seeded_runs(names, seeds, steps=steps, key=key, log=log, measure=measure)
+
+    def rows(run):  # the run as {row label: measurements}: a base run has one row per scaling
+        if "scaled" in run:
+            return {f"{run['model']} {k}": v for k, v in run["scaled"].items()}
+        return {run["model"]: run}
+
+    summary = {}
+    for s in sorted(seeds):
+        for run in (r for r in runs if r["seed"] == s):
+            for label, cells in rows(run).items():
+                entry = summary.setdefault(label, {})
+                if "retrieval" in cells:
+                    for d in distances:
+                        entry.setdefault(f"d{d}", []).append(cells["retrieval"][str(d)]["accuracy"])
+                else:
+                    for n in lengths:
+                        entry.setdefault(str(n), []).append(cells[str(n)]["perplexity"])
+                    for n in lengths if "sliding" in cells else ():
+                        entry.setdefault(f"sliding {n}", []).append(
+                            cells["sliding"][str(n)]["perplexity"]
+                        )
+    summary = {label: {k: _spread(v) for k, v in entry.items()} for label, entry in summary.items()}
+    return {
+        "name": "extension_seeds",
+        "protocol": {
+            **_seeded_protocol(names, steps),
+            "factor": factor,
+            "train_len": train_len,
+            "extended_window": extended,
+            "scalings": list(EXTENSION_SCALINGS),
+            "yarn": YARN_BETAS,
+            "lengths": lengths,
+            "eval_tokens": tokens,
+            "mode": "nonoverlapping; sliding (stride L/4) for the unscaled base and every fine-tune",
+            "bands_at": top,
+            "split": "validation, the first eval_tokens characters (the same for every model)",
+            "interval": "95% percentile bootstrap over windows, 2000 resamples",
+            "distances": distances,
+            "retrieval_length": "distance + key length + 8",
+            "retrieval_samples": samples,
+            "retrieval_interval": "95% Wilson score interval",
+            "budgets": "each fine-tune 100 steps from its seed's base; characters per step: "
+            "rope_pi_finetune, rope_yarn_finetune 4 x 256, rope_pose_pi_finetune 16 x 64; "
+            "keys per step: 16 for both passkey fine-tunes",
+        },
+        "eval_tokens": tokens,
+        **_seed_facts(runs),
+        "summary": summary,
+        "cpu_seconds": round(sum(r["cpu_seconds"] for r in runs), 1),
+        "versions": _versions(),
+    }
+
+
 # --- recordings -------------------------------------------------------------------------------
 
 #: Study name -> function.
@@ -1267,6 +1471,7 @@ STUDIES = {
     "extrapolation_seeds": extrapolation_seeds,
     "retrieval_seeds": retrieval_seeds,
     "augmentation_seeds": augmentation_seeds,
+    "extension_seeds": extension_seeds,
 }
 
 

@@ -446,3 +446,132 @@ def test_augmentation_seeds_recording():
             assert cell["ci95"][0] <= cell["perplexity"] <= cell["ci95"][1]
             per_seed = rec["summary"][m][str(n)]["per_seed"]
             assert per_seed == [round(r[str(n)]["perplexity"], 4) for r in mine]
+
+
+# --- extension_seeds --------------------------------------------------------------------------
+
+_TINY = dict(lengths=(32, 64, 128), tokens=256, distances=(8, 16), samples=4, steps=1)
+
+
+def test_extension_seeds_continues_each_seeds_own_base_and_resumes(tmp_path, monkeypatch):
+    """A fine-tune of seed s starts from the base trained with seed s (not the shipped one);
+    a resumed call retrains only what its log lacks, and a parent whose weights were lost is
+    retrained (the same weights: training is deterministic) before its child."""
+    from pecourse.model import load_checkpoint as load
+
+    names = ("rope", "rope_pose_pi_finetune")
+    log = tmp_path / "runs.jsonl"
+    train_one, started = studies._train_one, []
+
+    def spy(model_kwargs, train_kwargs):
+        started.append((train_kwargs.get("init_from"), train_kwargs["seed"]))
+        return train_one(model_kwargs, train_kwargs)
+
+    monkeypatch.setattr(studies, "_train_one", spy)
+    out = studies.extension_seeds(seeds=(1,), names=names, log=log, **_TINY)
+    kept = tmp_path / "runs-weights" / "rope-seed1-steps1"
+    assert started == [(None, 1), (str(kept), 1)]
+    assert out["checkpoints"] == {}  # nothing shipped: every run had the tiny budget
+    base = load(kept)
+    shipped = load_checkpoint("rope")
+    assert not torch.equal(
+        base.state_dict()["tok_emb.weight"], shipped.state_dict()["tok_emb.weight"]
+    )
+    rows = {r["model"]: r for r in out["runs"]}
+    assert set(rows["rope"]["scaled"]) == set(studies.EXTENSION_SCALINGS)
+    assert (
+        "sliding" in rows["rope"]["scaled"]["none"]
+        and "sliding" not in rows["rope"]["scaled"]["PI"]
+    )
+    assert set(rows["rope_pose_pi_finetune"]["bands"]) == {"0-64", "64-128"}
+    assert out["summary"]["rope_pose_pi_finetune"]["64"]["per_seed"] == [
+        round(rows["rope_pose_pi_finetune"]["64"]["perplexity"], 4)
+    ]
+
+    def numbers(result):  # the runs without their CPU time, which no rerun repeats
+        return [{k: v for k, v in r.items() if k != "cpu_seconds"} for r in result["runs"]]
+
+    # drop the last run from the log: only it is trained again, from the kept base
+    lines = log.read_text().splitlines()
+    log.write_text("\n".join(lines[:-1]) + "\n")
+    started.clear()
+    again = studies.extension_seeds(seeds=(1,), names=names, log=log, **_TINY)
+    assert started == [(str(kept), 1)] and numbers(again) == numbers(out)
+    # lose the base's weights too: it is retrained, identically, before its child
+    log.write_text("\n".join(lines[:-1]) + "\n")
+    for f in kept.parent.glob("rope-seed1*"):
+        f.unlink()
+    started.clear()
+    assert numbers(studies.extension_seeds(seeds=(1,), names=names, log=log, **_TINY)) == numbers(
+        out
+    )
+    assert started == [(None, 1), (str(kept), 1)]
+
+
+def test_extension_seeds_refuses_a_fine_tune_before_its_base():
+    with pytest.raises(ValueError, match="'rope' before 'rope_pi_finetune'"):
+        studies.extension_seeds(names=("rope_pi_finetune", "rope"), **_TINY)
+    with pytest.raises(ValueError, match="factor"):
+        studies.extension_seeds(factor=0.5, **_TINY)
+
+
+def test_extension_seeds_recording():
+    """Seed 0 is the shipped checkpoints, so its numbers are rope_scaling's; the base text
+    model of every seed is trained exactly as extrapolation_seeds trains it, so it reads the
+    same; every fine-tune of a seed continued that seed's base; the summary is the runs'."""
+    rec = studies.load("extension_seeds")
+    p = rec["protocol"]
+    assert len(rec["seeds"]) >= 3 and rec["eval_tokens"] == 65536 and p["retrieval_samples"] >= 256
+    runs = _runs_by(rec)
+    assert set(runs) == {(m, s) for m in p["models"] for s in rec["seeds"]}
+    scaling = recorded("rope_scaling")
+    kept = {r["model"]: r for r in scaling["rows"]}
+    for label, row in kept.items():
+        name = {"PI + fine-tune": "rope_pi_finetune", "YaRN + fine-tune": "rope_yarn_finetune"}
+        run = runs[name[label], 0] if label in name else runs["rope", 0]["scaled"][label]
+        for n in p["lengths"]:
+            assert run[str(n)] == row[str(n)], (label, n)
+        assert run["bands"] == row["bands"]
+    for row in scaling["retrieval"]:
+        assert runs["rope_passkey", 0]["scaled"][row["model"]]["retrieval"] == row["retrieval"]
+    plain = _runs_by(studies.load("extrapolation_seeds"))
+    for s in rec["seeds"]:
+        for n in p["lengths"]:
+            assert runs["rope", s]["scaled"]["none"][str(n)] == plain["rope", s][str(n)]
+        for m in p["models"]:
+            assert runs[m, s]["source"] == (
+                "shipped checkpoint" if s == 0 else "trained by this study"
+            )
+    for m in ("rope_pi_finetune", "rope_pose_pi_finetune"):
+        mine = [runs[m, s] for s in rec["seeds"]]
+        for n in p["lengths"]:
+            assert rec["summary"][m][str(n)]["per_seed"] == [
+                round(r[str(n)]["perplexity"], 4) for r in mine
+            ]
+            assert rec["summary"][m][f"sliding {n}"]["per_seed"] == [
+                round(r["sliding"][str(n)]["perplexity"], 4) for r in mine
+            ]
+    for d in p["distances"]:
+        mine = [runs["rope_passkey_pose_pi_finetune", s]["retrieval"][str(d)] for s in rec["seeds"]]
+        got = rec["summary"]["rope_passkey_pose_pi_finetune"][f"d{d}"]["per_seed"]
+        assert got == [c["accuracy"] for c in mine]
+        for c in mine:
+            lo, hi = evaluate.wilson_interval(c["successes"], c["trials"])
+            assert (
+                c["ci95"] == [round(lo, 4), round(hi, 4)] and c["trials"] == p["retrieval_samples"]
+            )
+
+
+def test_extension_seeds_recording_recomputes():
+    """The shipped PoSE-as-published checkpoint, one cell under the full protocol."""
+    rec = studies.load("extension_seeds")
+    run = _runs_by(rec)["rope_pose_pi_finetune", 0]
+    n = rec["protocol"]["extended_window"]
+    fresh = evaluate.perplexity_interval(
+        evaluate.window_losses(
+            load_checkpoint("rope_pose_pi_finetune"), n, tokens=rec["eval_tokens"]
+        )
+    )
+    lo, hi = run[str(n)]["ci95"]
+    assert lo <= fresh["perplexity"] <= hi
+    assert fresh["perplexity"] == pytest.approx(run[str(n)]["perplexity"], rel=2e-3)

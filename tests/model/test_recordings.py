@@ -21,6 +21,7 @@ FROM_CHECKPOINTS = {
     "extrapolation_seeds",
     "retrieval_seeds",
     "augmentation_seeds",
+    "extension_seeds",
 }
 
 
