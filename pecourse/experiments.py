@@ -19,6 +19,9 @@ and returns a *recording*: a JSON-serialisable dict of numbers, never an interpr
 :func:`loss_by_position`       the same: where, in a long window, each scheme breaks
 :func:`effective_context`      the same paper, appendix B: sliding-window perplexity
                                and passkey retrieval by distance
+:func:`needle_grid`            needle in a haystack (Kamradt 2023): depth × length
+:func:`multikey`               RULER's multi-key needle task (Hsieh et al. 2024,
+                               arXiv:2404.06654): retrieval among distractor needles
 :func:`rope_scaling`           PI, NTK, YaRN, dynamic NTK without training; PI and
                                YaRN with a short fine-tune; retrieval with scaling
 :func:`augmentation`           randomized positions (Ruoss et al. 2023) vs PoSE
@@ -57,6 +60,7 @@ __all__ = [
     "loss_by_position",
     "effective_context",
     "needle_grid",
+    "multikey",
     "rope_scaling",
     "augmentation",
     "rope_base",
@@ -291,6 +295,72 @@ def needle_grid(
     return _recording("needle_grid", rows, used, protocol, start)
 
 
+MULTIKEY_KEYS = (1, 2, 4, 8)
+#: Two distances inside the passkey training window (needles 3-62 back) and two beyond it.
+MULTIKEY_DISTANCES = (16, 48, 96, 192)
+
+
+def multikey(
+    names=("alibi", "rope", "t5"),
+    keys=MULTIKEY_KEYS,
+    distances=MULTIKEY_DISTANCES,
+    *,
+    samples: int = ev.RETRIEVAL_SAMPLES,
+) -> dict:
+    """Passkey retrieval among distractor needles, after RULER's multi-key needle task
+    (Hsieh et al. 2024, arXiv:2404.06654): :func:`pecourse.data.multikey_batch` with
+    ``keys`` needles ``@ab`` of distinct key digits, the target ``distance`` before the
+    query ``@a``, only the value ``b`` scored (chance 1/10). Zero-shot: the ``_passkey``
+    models were trained with one needle.
+
+    Each cell is ``samples`` sequences at length :func:`pecourse.evaluate.multikey_length`
+    (64, or ``distance + 16`` beyond it), the same text and target at every ``keys``. Row:
+    ``{model, retrieval_model, seed, train_steps, accuracy, when_first, when_nearest}``,
+    each of the last three ``{keys: {distance: cell}}`` with a Wilson interval: the
+    accuracy over all sequences, and over those whose target is the earliest needle /
+    the nearest to the query (:func:`pecourse.evaluate.multikey_ranks`; ``None`` where no
+    sequence has the target there).
+    """
+    from ._validate import check_int
+
+    start = time.process_time()
+    keys = [check_int("keys[]", k, minimum=1, maximum=10) for k in keys]
+    distances = _lengths(distances)
+    if not keys:
+        raise ValueError("keys must hold at least one number of needles")
+    ranks = {k: ev.multikey_ranks(distances, keys=k, samples=samples) for k in keys}
+    rows, used = [], []
+    for name in names:
+        rname = _retriever(name)
+        model = load_checkpoint(rname)
+        row = {"model": name, "retrieval_model": rname, **_train_facts(rname)}
+        row.update({"accuracy": {}, "when_first": {}, "when_nearest": {}})
+        for k in keys:
+            ok = ev.multikey_outcomes(model, distances, keys=k, samples=samples)
+            row["accuracy"][str(k)] = {str(d): c for d, c in ev.retrieval(ok).items()}
+            for rank in ("first", "nearest"):
+                row["when_" + rank][str(k)] = {
+                    str(d): ev.retrieval({d: ok[d][ranks[k][d][rank]]})[d]
+                    if ranks[k][d][rank].any()
+                    else None
+                    for d in distances
+                }
+        rows.append(row)
+        used.append(rname)
+    protocol = {
+        "keys": keys,
+        "distances": distances,
+        "retrieval_samples": samples,
+        "retrieval_length": "max(64, distance + 16), the same for every number of keys",
+        "scored": "the value digit after the final '@' and key digit; chance 1/10",
+        "when_first": "the sequences whose target is the earliest needle",
+        "when_nearest": "the sequences whose target is the last needle before the query",
+        "eval_tokens": ev.EVAL_TOKENS,
+        "train_len": 64,
+    }
+    return _recording("multikey", rows, used, protocol, start)
+
+
 # --- 3. RoPE scaling --------------------------------------------------------------------
 
 #: YaRN's ramp for a 16-dimensional head trained at 64 (see chapter 14).
@@ -522,6 +592,7 @@ EXPERIMENTS = {
     "loss_by_position": loss_by_position,
     "effective_context": effective_context,
     "needle_grid": needle_grid,
+    "multikey": multikey,
     "rope_scaling": rope_scaling,
     "augmentation": augmentation,
     "rope_base": rope_base,

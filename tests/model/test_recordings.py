@@ -90,6 +90,18 @@ def _needle_grid():
     _inside(ev.retrieval(out)[48], rows["rope"]["grid"]["256"]["48"], "accuracy")
 
 
+def _multikey():
+    # T5 with one distractor, the target far back: right mostly when its needle comes first
+    rows = {r["model"]: r for r in recorded("multikey")["rows"]}
+    model = load_checkpoint("t5_passkey")
+    out = ev.multikey_outcomes(model, [192], keys=2)
+    first = ev.multikey_ranks([192], keys=2)[192]["first"]
+    _inside(ev.retrieval(out)[192], rows["t5"]["accuracy"]["2"]["192"], "accuracy")
+    _inside(
+        ev.retrieval({192: out[192][first]})[192], rows["t5"]["when_first"]["2"]["192"], "accuracy"
+    )
+
+
 def _rope_scaling():
     rec = recorded("rope_scaling")
     rows = {r["model"]: r for r in rec["rows"]}
@@ -125,6 +137,7 @@ RECOMPUTE = {
     "loss_by_position": _loss_by_position,
     "effective_context": _effective_context,
     "needle_grid": _needle_grid,
+    "multikey": _multikey,
     "rope_scaling": _rope_scaling,
     "augmentation": _augmentation,
     "rope_base": _rope_base,
