@@ -1,4 +1,4 @@
-r"""The experiments chapters 03, 04, 12, 13 and 14 show, measured on the shipped checkpoints.
+r"""The experiments chapters 03, 04, 08, 12, 13 and 14 show, measured on the shipped checkpoints.
 
 Every function loads checkpoints (:func:`pecourse.model.load_checkpoint`), measures them
 under the evaluation protocol of :mod:`pecourse.evaluate` (:data:`pecourse.evaluate.PROTOCOL`:
@@ -17,6 +17,8 @@ and returns a *recording*: a JSON-serialisable dict of numbers, never an interpr
 =============================  ==================================================
 :func:`extrapolation`          Press et al. 2022 (arXiv:2108.12409), Tables 2–3
 :func:`loss_by_position`       the same: where, in a long window, each scheme breaks
+:func:`position_shift`         RoPE's relative property in a trained model: every
+                               position id shifted, the loss paired with the unshifted
 :func:`effective_context`      the same paper, appendix B: sliding-window perplexity
                                and passkey retrieval by distance
 :func:`needle_grid`            needle in a haystack (Kamradt 2023): depth × length
@@ -58,6 +60,7 @@ __all__ = [
     "EXPERIMENTS",
     "extrapolation",
     "loss_by_position",
+    "position_shift",
     "effective_context",
     "needle_grid",
     "multikey",
@@ -181,6 +184,62 @@ def loss_by_position(
         )
     protocol = {"mode": "nonoverlapping", "length": length, "eval_tokens": tokens, "train_len": 64}
     return _recording("loss_by_position", rows, names, protocol, start)
+
+
+def position_shift(
+    names=("rope", "sinusoidal"),
+    shifts=(0, 100, 1_000, 10_000),
+    length: int = 64,
+    *,
+    tokens: int = ev.EVAL_TOKENS,
+) -> dict:
+    """Loss with every position id shifted: windows of ``length`` scored with ids
+    ``s .. s+length-1`` instead of ``0 .. length-1`` (chapter 08).
+
+    RoPE's scores depend on ``i - j`` only (Su et al. 2021, arXiv:2104.09864, eq. 16), so a
+    shift changes its loss by float rounding alone; a sinusoidal model meets position
+    vectors it never saw. The same ``tokens`` validation characters at every shift, so the
+    difference from shift 0 is *paired*: taken window by window, with a bootstrap interval
+    over windows. Row: ``{model, seed, train_steps, loss: {shift: {loss, ci95}},
+    paired: {shift: {difference, ci95, max_abs}}}`` (``max_abs``: the largest change of any
+    one character's loss, in nats; differences unrounded).
+    """
+    from ._validate import check_int
+
+    start = time.process_time()
+    length = check_int("length", length, minimum=2)
+    shifts = [check_int("shifts[]", s, minimum=0) for s in shifts]
+    if not shifts or shifts[0] != 0:
+        raise ValueError(f"shifts must start with 0, the unshifted reference, got {shifts}")
+    rows = []
+    for name in names:
+        model = load_checkpoint(name)
+        row = {"model": name, **_train_facts(name), "loss": {}, "paired": {}}
+        base = None
+        for s in shifts:
+            losses = ev.window_losses(
+                model, length, tokens=tokens, positions=torch.arange(length) + s
+            )
+            base = losses if base is None else base
+            row["loss"][str(s)] = ev.band_losses(losses, [(0, length)])[f"0-{length}"]
+            change = losses - base  # the same characters, scored at two sets of positions
+            lo, hi = ev.bootstrap_interval(change.mean(1))
+            row["paired"][str(s)] = {
+                "difference": float(change.mean()),
+                "ci95": [lo, hi],
+                "max_abs": float(change.abs().max()),
+            }
+        rows.append(row)
+    protocol = {
+        "mode": "nonoverlapping",
+        "length": length,
+        "shifts": shifts,
+        "positions": "shift .. shift + length - 1 in every window",
+        "paired_interval": "95% percentile bootstrap over windows of the per-window mean difference",
+        "eval_tokens": tokens,
+        "train_len": 64,
+    }
+    return _recording("position_shift", rows, names, protocol, start)
 
 
 # --- 2. effective vs nominal context -----------------------------------------------------
@@ -590,6 +649,7 @@ def rope_base(
 EXPERIMENTS = {
     "extrapolation": extrapolation,
     "loss_by_position": loss_by_position,
+    "position_shift": position_shift,
     "effective_context": effective_context,
     "needle_grid": needle_grid,
     "multikey": multikey,

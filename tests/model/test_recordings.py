@@ -75,6 +75,17 @@ def _loss_by_position():
     )
 
 
+def _position_shift():
+    # the sinusoidal model with every id shifted by 1,000: the paired change of its loss
+    rows = {r["model"]: r for r in recorded("position_shift")["rows"]}
+    model = load_checkpoint("sinusoidal")
+    base = ev.window_losses(model, 64)
+    change = ev.window_losses(model, 64, positions=torch.arange(64) + 1000) - base
+    lo, hi = ev.bootstrap_interval(change.mean(1))
+    fresh = {"difference": float(change.mean()), "ci95": [lo, hi]}
+    _inside(fresh, rows["sinusoidal"]["paired"]["1000"], "difference")
+
+
 def _effective_context():
     rows = {r["model"]: r for r in recorded("effective_context")["rows"]}
     model = load_checkpoint("rope_passkey")
@@ -135,6 +146,7 @@ def _rope_base():
 RECOMPUTE = {
     "extrapolation": _extrapolation,
     "loss_by_position": _loss_by_position,
+    "position_shift": _position_shift,
     "effective_context": _effective_context,
     "needle_grid": _needle_grid,
     "multikey": _multikey,
