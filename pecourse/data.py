@@ -8,7 +8,8 @@ seed. Everything is deterministic: the same seed gives the same batch on every m
   (every 20th chapter is held out, so validation is the same kind of text as training).
 * :func:`text_batch` — random windows of the corpus for language modelling.
 * Synthetic tasks, each returning a :class:`TaskBatch`:
-  :func:`passkey_batch` (a needle found by an induction-style cue),
+  :func:`passkey_batch` (a needle found by an induction-style cue) and
+  :func:`multikey_batch` (the same among distractor needles, after RULER's multi-key task),
   :func:`associative_recall_batch` (multi-key associative recall, Arora et al. 2023,
   arXiv:2312.04927), :func:`counting_batch` and :func:`selective_copy_batch` (the CoPE
   paper's tasks, Golovneva et al. 2024, arXiv:2405.18719), and :func:`flip_flop_batch`
@@ -45,6 +46,7 @@ __all__ = [
     "text_batch",
     "TaskBatch",
     "passkey_batch",
+    "multikey_batch",
     "associative_recall_batch",
     "counting_batch",
     "selective_copy_batch",
@@ -224,6 +226,113 @@ def passkey_batch(
         answers.append(list(range(query + 1, total)))
         dists.append(d)
     return _from_sequences(seqs, answers, torch.tensor(dists))
+
+
+#: A multi-key needle is three characters: the cue ``@``, the key digit and the value digit.
+_NEEDLE = 3
+
+
+def _distractor_room(length: int, distance: int) -> int:
+    """How many 3-character distractor needles fit beside a target at ``distance`` in a
+    sequence of ``length`` (the query ``@a`` and its value take the last three characters)."""
+    query = length - 2  # the final cue, in the window of length + 1
+    before, after = query - distance, distance - _NEEDLE  # free characters around the target
+    return before // _NEEDLE + after // _NEEDLE
+
+
+def _placements(n: int, j: int) -> int:
+    """Ways to lay ``j`` non-overlapping needles in ``n`` characters (stars and bars)."""
+    from math import comb
+
+    return comb(n - (_NEEDLE - 1) * j, j) if n >= _NEEDLE * j else 0
+
+
+def _lay(n: int, j: int, offset: int, g: torch.Generator) -> list[int]:
+    """Start positions of ``j`` needles laid uniformly at random in ``offset .. offset+n-1``.
+
+    Choosing ``j`` of the ``n - 2j`` slots and widening each by the two characters of the
+    needles before it gives every non-overlapping layout the same chance.
+    """
+    slots = sorted(torch.randperm(n - (_NEEDLE - 1) * j, generator=g)[:j].tolist())
+    return [offset + s + (_NEEDLE - 1) * i for i, s in enumerate(slots)]
+
+
+def multikey_batch(
+    batch_size: int,
+    length: int,
+    *,
+    keys: int = 1,
+    distance: int | None = None,
+    split: str = "train",
+    seed=0,
+) -> TaskBatch:
+    """Passkey retrieval among distractors, in the spirit of RULER's multi-key needle task
+    (Hsieh et al. 2024, arXiv:2404.06654).
+
+    ``keys`` needles ``@ab`` hide in Bible text, each a cue, a *key* digit ``a`` and a
+    *value* digit ``b``; their keys are distinct. One of them, the target, sits ``distance``
+    positions before the final cue (counted as in :func:`passkey_batch`); the other
+    ``keys - 1`` sit anywhere else before the query, never overlapping (every layout equally
+    likely). The sequence ends with the query ``@a`` and the target's value ``b``: the key
+    is given, and ``answer`` marks only the value, so chance is 1/10. Finding the earlier
+    ``@a`` and copying what followed it (the induction pattern) solves it at any ``keys``;
+    copying what follows the first or the nearest ``@`` does not once there are distractors.
+
+    With ``keys=1`` the inputs are those of ``passkey_batch(..., key_len=2)`` with the same
+    ``seed`` (the random draws come in the same order), scored on the second digit only.
+    ``distance`` defaults to a uniform draw over the distances that leave room for the
+    distractors.
+    """
+    batch_size = check_int("batch_size", batch_size, minimum=1)
+    keys = check_int("keys", keys, minimum=1, maximum=10)
+    length = check_int("length", length, minimum=2)
+    if length < _NEEDLE * keys + 2:
+        raise ValueError(
+            f"length must be >= {_NEEDLE * keys + 2} to hold keys={keys} needles of "
+            f"{_NEEDLE} characters and the query, got {length}"
+        )
+    fits = [d for d in range(_NEEDLE, length - 1) if _distractor_room(length, d) >= keys - 1]
+    if distance is not None:
+        distance = check_int("distance", distance, minimum=_NEEDLE, maximum=length - 2)
+        if distance not in fits:
+            raise ValueError(
+                f"distance={distance} leaves room for {_distractor_room(length, distance)} "
+                f"distractor needles at length={length}, but keys={keys} needs {keys - 1}; "
+                "use a longer length, fewer keys or another distance"
+            )
+    g = _generator(seed)
+    data = corpus(split)
+    at = _INDEX["@"]
+    total = length + 1
+    query = total - _NEEDLE  # the final cue
+    seqs, dists = [], []
+    for _ in range(batch_size):
+        start = int(torch.randint(0, len(data) - total, (1,), generator=g))
+        seq = data[start : start + total].tolist()
+        key, value = (_DIGITS[int(i)] for i in torch.randint(0, 10, (2,), generator=g))
+        d = distance
+        if d is None:
+            d = fits[int(torch.randint(0, len(fits), (1,), generator=g))]
+        target = query - d
+        needles = [(target, key, value)]
+        if keys > 1:
+            others = [i for i in range(10) if _DIGITS[i] != key]
+            firsts = [_DIGITS[others[int(i)]] for i in torch.randperm(9, generator=g)[: keys - 1]]
+            values = [_DIGITS[int(i)] for i in torch.randint(0, 10, (keys - 1,), generator=g)]
+            # how many distractors go before the target: weighted by the layouts each leaves
+            before, after = target, d - _NEEDLE
+            m = keys - 1
+            ways = [_placements(before, j) * _placements(after, m - j) for j in range(m + 1)]
+            j = int(torch.multinomial(torch.tensor(ways, dtype=torch.float64), 1, generator=g))
+            starts = _lay(before, j, 0, g) + _lay(after, m - j, target + _NEEDLE, g)
+            needles += list(zip(starts, firsts, values))
+        for s, a, b in needles:
+            seq[s : s + _NEEDLE] = [at, a, b]
+        seq[query:] = [at, key, value]
+        seqs.append(seq)
+        dists.append(d)
+    # only the value after the final cue is scored: the key digit before it names the needle
+    return _from_sequences(seqs, [[total - 1]] * batch_size, torch.tensor(dists))
 
 
 def associative_recall_batch(

@@ -7,6 +7,8 @@ r"""Measuring what a trained tiny model does with position.
 * :func:`loss_by_position` — mean loss at each position of a window.
 * :func:`needle_accuracy` — passkey retrieval accuracy by needle distance;
   :func:`effective_context_length` — the longest distance at which it stays above a threshold.
+* :func:`multikey_outcomes` — the same among distractor needles (:func:`pecourse.data.multikey_batch`);
+  :func:`multikey_ranks` — where the target lies among them.
 * :func:`scale_rope` — training-free RoPE scaling at evaluation time (PI, NTK, YaRN,
   dynamic NTK) on a copy of the model.
 * :func:`task_accuracy` — accuracy on a synthetic task's answer tokens.
@@ -39,7 +41,7 @@ import torch
 from torch.nn import functional as F
 
 from ._validate import check_choice, check_float, check_int
-from .data import corpus, passkey_batch, task_batch
+from .data import corpus, encode, multikey_batch, passkey_batch, task_batch
 from .model import TinyGPT, replace_rope
 
 __all__ = [
@@ -54,6 +56,9 @@ __all__ = [
     "perplexity_interval",
     "band_losses",
     "needle_outcomes",
+    "multikey_length",
+    "multikey_outcomes",
+    "multikey_ranks",
     "retrieval",
     "effective_length_interval",
     "validation_loss",
@@ -331,6 +336,86 @@ def needle_outcomes(
             pred = model(x)[0].argmax(-1)
             ok.append(((pred == y) | ~a).all(dim=1))
         out[d] = torch.cat(ok)
+    return out
+
+
+def multikey_length(distance: int) -> int:
+    """The sequence length :func:`multikey_outcomes` uses at ``distance``: the passkey
+    models' training length 64, or longer when the target needs it (``distance + 16``,
+    which leaves 14 characters of text before the target)."""
+    return max(64, check_int("distance", distance, minimum=1) + 16)
+
+
+def _multikey(distance, keys, length, samples, seed):
+    n = check_int("length", length, minimum=2) if length is not None else multikey_length(distance)
+    return n, multikey_batch(
+        samples, n, keys=keys, distance=distance, split="validation", seed=seed
+    )
+
+
+@torch.no_grad()
+def multikey_outcomes(
+    model,
+    distances,
+    *,
+    keys: int = 1,
+    length: int | None = None,
+    samples: int = RETRIEVAL_SAMPLES,
+    seed: int = 1234,
+    batch_size: int = 16,
+) -> dict[int, torch.Tensor]:
+    """``{distance: [samples] bool}``: whether the target's value was the model's argmax
+    prediction in each :func:`pecourse.data.multikey_batch` sequence (``keys`` needles,
+    validation text as filler, fixed ``seed``).
+
+    ``length`` defaults to :func:`multikey_length` of each distance; it does not depend on
+    ``keys``, so with the same seed every ``keys`` sees the same text, target needle and
+    query, and only the distractors differ. Use :func:`retrieval` for accuracies and
+    Wilson intervals, and :func:`multikey_ranks` to split them by where the target lies.
+    """
+    _check_model(model)
+    samples = check_int("samples", samples, minimum=1)
+    batch_size = check_int("batch_size", batch_size, minimum=1)
+    out = {}
+    for d in _lengths(distances):
+        _, batch = _multikey(d, keys, length, samples, seed)
+        ok = []
+        for i in range(0, samples, batch_size):
+            x, y, a = (t[i : i + batch_size] for t in (batch.inputs, batch.targets, batch.answer))
+            pred = model(x)[0].argmax(-1)
+            ok.append(((pred == y) | ~a).all(dim=1))
+        out[d] = torch.cat(ok)
+    return out
+
+
+def multikey_ranks(
+    distances,
+    *,
+    keys: int = 1,
+    length: int | None = None,
+    samples: int = RETRIEVAL_SAMPLES,
+    seed: int = 1234,
+) -> dict[int, dict[str, torch.Tensor]]:
+    """``{distance: {"first": [samples] bool, "nearest": [samples] bool}}``: whether the
+    target is the earliest needle of each sequence of :func:`multikey_outcomes` (same
+    arguments), and whether it is the latest, the one nearest the query. With one needle
+    both hold; with two exactly one does.
+
+    Splitting the outcomes by these tells apart a model that matches the key (right
+    wherever the target lies) from one that copies after the first cue (right when the
+    target is first) or after the nearest cue.
+    """
+    cue = int(encode("@")[0])
+    out = {}
+    for d in _lengths(distances):
+        n, batch = _multikey(d, keys, length, check_int("samples", samples, minimum=1), seed)
+        cues = (batch.inputs[:, :-2] == cue).long()  # the needles: every @ before the query's
+        index = torch.arange(cues.shape[1])
+        target = n - 2 - d  # the target's cue in the inputs
+        out[d] = {
+            "first": (cues * (n - index)).argmax(1) == target,
+            "nearest": (cues * index).argmax(1) == target,
+        }
     return out
 
 

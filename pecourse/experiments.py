@@ -1,4 +1,4 @@
-r"""The experiments chapters 03, 04, 12, 13 and 14 show, measured on the shipped checkpoints.
+r"""The experiments chapters 03, 04, 08, 12, 13 and 14 show, measured on the shipped checkpoints.
 
 Every function loads checkpoints (:func:`pecourse.model.load_checkpoint`), measures them
 under the evaluation protocol of :mod:`pecourse.evaluate` (:data:`pecourse.evaluate.PROTOCOL`:
@@ -17,8 +17,13 @@ and returns a *recording*: a JSON-serialisable dict of numbers, never an interpr
 =============================  ==================================================
 :func:`extrapolation`          Press et al. 2022 (arXiv:2108.12409), Tables 2–3
 :func:`loss_by_position`       the same: where, in a long window, each scheme breaks
+:func:`position_shift`         RoPE's relative property in a trained model: every
+                               position id shifted, the loss paired with the unshifted
 :func:`effective_context`      the same paper, appendix B: sliding-window perplexity
                                and passkey retrieval by distance
+:func:`needle_grid`            needle in a haystack (Kamradt 2023): depth × length
+:func:`multikey`               RULER's multi-key needle task (Hsieh et al. 2024,
+                               arXiv:2404.06654): retrieval among distractor needles
 :func:`rope_scaling`           PI, NTK, YaRN, dynamic NTK without training; PI and
                                YaRN with a short fine-tune; retrieval with scaling
 :func:`augmentation`           randomized positions (Ruoss et al. 2023) vs PoSE
@@ -55,8 +60,10 @@ __all__ = [
     "EXPERIMENTS",
     "extrapolation",
     "loss_by_position",
+    "position_shift",
     "effective_context",
     "needle_grid",
+    "multikey",
     "rope_scaling",
     "augmentation",
     "rope_base",
@@ -179,6 +186,62 @@ def loss_by_position(
     return _recording("loss_by_position", rows, names, protocol, start)
 
 
+def position_shift(
+    names=("rope", "sinusoidal"),
+    shifts=(0, 100, 1_000, 10_000),
+    length: int = 64,
+    *,
+    tokens: int = ev.EVAL_TOKENS,
+) -> dict:
+    """Loss with every position id shifted: windows of ``length`` scored with ids
+    ``s .. s+length-1`` instead of ``0 .. length-1`` (chapter 08).
+
+    RoPE's scores depend on ``i - j`` only (Su et al. 2021, arXiv:2104.09864, eq. 16), so a
+    shift changes its loss by float rounding alone; a sinusoidal model meets position
+    vectors it never saw. The same ``tokens`` validation characters at every shift, so the
+    difference from shift 0 is *paired*: taken window by window, with a bootstrap interval
+    over windows. Row: ``{model, seed, train_steps, loss: {shift: {loss, ci95}},
+    paired: {shift: {difference, ci95, max_abs}}}`` (``max_abs``: the largest change of any
+    one character's loss, in nats; differences unrounded).
+    """
+    from ._validate import check_int
+
+    start = time.process_time()
+    length = check_int("length", length, minimum=2)
+    shifts = [check_int("shifts[]", s, minimum=0) for s in shifts]
+    if not shifts or shifts[0] != 0:
+        raise ValueError(f"shifts must start with 0, the unshifted reference, got {shifts}")
+    rows = []
+    for name in names:
+        model = load_checkpoint(name)
+        row = {"model": name, **_train_facts(name), "loss": {}, "paired": {}}
+        base = None
+        for s in shifts:
+            losses = ev.window_losses(
+                model, length, tokens=tokens, positions=torch.arange(length) + s
+            )
+            base = losses if base is None else base
+            row["loss"][str(s)] = ev.band_losses(losses, [(0, length)])[f"0-{length}"]
+            change = losses - base  # the same characters, scored at two sets of positions
+            lo, hi = ev.bootstrap_interval(change.mean(1))
+            row["paired"][str(s)] = {
+                "difference": float(change.mean()),
+                "ci95": [lo, hi],
+                "max_abs": float(change.abs().max()),
+            }
+        rows.append(row)
+    protocol = {
+        "mode": "nonoverlapping",
+        "length": length,
+        "shifts": shifts,
+        "positions": "shift .. shift + length - 1 in every window",
+        "paired_interval": "95% percentile bootstrap over windows of the per-window mean difference",
+        "eval_tokens": tokens,
+        "train_len": 64,
+    }
+    return _recording("position_shift", rows, names, protocol, start)
+
+
 # --- 2. effective vs nominal context -----------------------------------------------------
 
 
@@ -289,6 +352,72 @@ def needle_grid(
         "train_len": 64,
     }
     return _recording("needle_grid", rows, used, protocol, start)
+
+
+MULTIKEY_KEYS = (1, 2, 4, 8)
+#: Two distances inside the passkey training window (needles 3-62 back) and two beyond it.
+MULTIKEY_DISTANCES = (16, 48, 96, 192)
+
+
+def multikey(
+    names=("alibi", "rope", "t5"),
+    keys=MULTIKEY_KEYS,
+    distances=MULTIKEY_DISTANCES,
+    *,
+    samples: int = ev.RETRIEVAL_SAMPLES,
+) -> dict:
+    """Passkey retrieval among distractor needles, after RULER's multi-key needle task
+    (Hsieh et al. 2024, arXiv:2404.06654): :func:`pecourse.data.multikey_batch` with
+    ``keys`` needles ``@ab`` of distinct key digits, the target ``distance`` before the
+    query ``@a``, only the value ``b`` scored (chance 1/10). Zero-shot: the ``_passkey``
+    models were trained with one needle.
+
+    Each cell is ``samples`` sequences at length :func:`pecourse.evaluate.multikey_length`
+    (64, or ``distance + 16`` beyond it), the same text and target at every ``keys``. Row:
+    ``{model, retrieval_model, seed, train_steps, accuracy, when_first, when_nearest}``,
+    each of the last three ``{keys: {distance: cell}}`` with a Wilson interval: the
+    accuracy over all sequences, and over those whose target is the earliest needle /
+    the nearest to the query (:func:`pecourse.evaluate.multikey_ranks`; ``None`` where no
+    sequence has the target there).
+    """
+    from ._validate import check_int
+
+    start = time.process_time()
+    keys = [check_int("keys[]", k, minimum=1, maximum=10) for k in keys]
+    distances = _lengths(distances)
+    if not keys:
+        raise ValueError("keys must hold at least one number of needles")
+    ranks = {k: ev.multikey_ranks(distances, keys=k, samples=samples) for k in keys}
+    rows, used = [], []
+    for name in names:
+        rname = _retriever(name)
+        model = load_checkpoint(rname)
+        row = {"model": name, "retrieval_model": rname, **_train_facts(rname)}
+        row.update({"accuracy": {}, "when_first": {}, "when_nearest": {}})
+        for k in keys:
+            ok = ev.multikey_outcomes(model, distances, keys=k, samples=samples)
+            row["accuracy"][str(k)] = {str(d): c for d, c in ev.retrieval(ok).items()}
+            for rank in ("first", "nearest"):
+                row["when_" + rank][str(k)] = {
+                    str(d): ev.retrieval({d: ok[d][ranks[k][d][rank]]})[d]
+                    if ranks[k][d][rank].any()
+                    else None
+                    for d in distances
+                }
+        rows.append(row)
+        used.append(rname)
+    protocol = {
+        "keys": keys,
+        "distances": distances,
+        "retrieval_samples": samples,
+        "retrieval_length": "max(64, distance + 16), the same for every number of keys",
+        "scored": "the value digit after the final '@' and key digit; chance 1/10",
+        "when_first": "the sequences whose target is the earliest needle",
+        "when_nearest": "the sequences whose target is the last needle before the query",
+        "eval_tokens": ev.EVAL_TOKENS,
+        "train_len": 64,
+    }
+    return _recording("multikey", rows, used, protocol, start)
 
 
 # --- 3. RoPE scaling --------------------------------------------------------------------
@@ -520,8 +649,10 @@ def rope_base(
 EXPERIMENTS = {
     "extrapolation": extrapolation,
     "loss_by_position": loss_by_position,
+    "position_shift": position_shift,
     "effective_context": effective_context,
     "needle_grid": needle_grid,
+    "multikey": multikey,
     "rope_scaling": rope_scaling,
     "augmentation": augmentation,
     "rope_base": rope_base,

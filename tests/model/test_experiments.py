@@ -32,8 +32,10 @@ def test_the_two_rope_base_models_straddle_the_bound():
 SMALL = {
     "extrapolation": dict(lengths=(64, 128), tokens=512),
     "loss_by_position": dict(tokens=512),
+    "position_shift": dict(shifts=(0, 100), tokens=512),
     "effective_context": dict(distances=(8, 96), lengths=(64, 256), samples=4, tokens=512),
     "needle_grid": dict(lengths=(64, 128), distances=(16, 96), samples=4),
+    "multikey": dict(keys=(1, 2), distances=(16, 96), samples=4),
     "rope_scaling": dict(lengths=(64, 512), tokens=1024, samples=4, distances=(48,)),
     "augmentation": dict(lengths=(64, 256), tokens=512),
     "rope_base": dict(distances=(8, 56), samples=4, tokens=512),
@@ -123,3 +125,28 @@ def test_needle_grid_measures_only_the_distances_that_fit():
     grid = res["rows"][0]["grid"]
     assert set(grid["32"]) == {"16"} and set(grid["64"]) == {"16", "48"}  # 48 + key + 2 > 32
     assert all(c["trials"] == 2 for cells in grid.values() for c in cells.values())
+
+
+def test_multikey_splits_each_cell_by_where_the_target_lies():
+    res = ex.multikey(names=("t5",), keys=(1, 2), distances=(16,), samples=8)
+    row = res["rows"][0]
+    assert row["retrieval_model"] == "t5_passkey" and res["checkpoints"].keys() == {"t5_passkey"}
+    for k in ("1", "2"):
+        cells = [row[s][k]["16"] for s in ("accuracy", "when_first", "when_nearest")]
+        trials = [c["trials"] if c else 0 for c in cells]
+        successes = [c["successes"] if c else 0 for c in cells]
+        if k == "1":  # one needle is both the first and the nearest
+            assert trials == [8, 8, 8] and successes[0] == successes[1] == successes[2]
+        else:  # with two, the target is one or the other
+            assert trials[1] + trials[2] == 8 and successes[1] + successes[2] == successes[0]
+
+
+def test_position_shift_moves_sinusoidal_and_not_rope():
+    # 32 windows of 64: RoPE's loss moves by float rounding only (measured: about 1e-5 nats for
+    # the worst character), the sinusoidal model's by tenths of a nat
+    res = ex.position_shift(shifts=(0, 10_000), tokens=2048)
+    rows = {r["model"]: r["paired"]["10000"] for r in res["rows"]}
+    assert rows["rope"]["max_abs"] < 1e-4 and max(map(abs, rows["rope"]["ci95"])) < 1e-6
+    assert rows["sinusoidal"]["ci95"][0] > 0.1
+    with pytest.raises(ValueError, match="shifts must start with 0"):
+        ex.position_shift(shifts=(100,), tokens=128)

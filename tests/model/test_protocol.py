@@ -126,6 +126,52 @@ def test_retrieval_counts_and_wilson(model):
     assert ev.needle_accuracy(model, [8], samples=8)[8] == float(out[8].double().mean())
 
 
+class _Copier(TinyGPT):
+    """A stand-in model whose last prediction is a rule, not a network: the value of the
+    needle whose key matches the query (``"key"``), or of the first needle (``"first"``)."""
+
+    def __init__(self, rule):
+        super().__init__(ModelConfig(plan="rope", **SMALL))
+        self.rule = rule
+
+    def forward(self, idx, positions=None, targets=None):
+        from pecourse.data import VOCAB_SIZE, encode
+
+        cue = int(encode("@")[0])
+        logits = torch.zeros(*idx.shape, VOCAB_SIZE)
+        for b, row in enumerate(idx.tolist()):
+            needles = [i for i in range(len(row) - 2) if row[i] == cue]
+            if self.rule == "key":
+                needles = [i for i in needles if row[i + 1] == row[-1]]
+            logits[b, -1, row[needles[0] + 2]] = 1.0
+        return logits, None
+
+
+def test_multikey_outcomes_tell_key_matching_from_copying_the_first_cue():
+    key, first = _Copier("key").eval(), _Copier("first").eval()
+    for keys in (1, 2, 4):
+        ranks = ev.multikey_ranks([16, 48], keys=keys, samples=64)
+        right = ev.multikey_outcomes(key, [16, 48], keys=keys, samples=64)
+        naive = ev.multikey_outcomes(first, [16, 48], keys=keys, samples=64)
+        for d in (16, 48):
+            assert right[d].all()  # matching the key solves it with any number of distractors
+            assert naive[d][ranks[d]["first"]].all()  # the first cue is right when it is the target
+            if keys == 1:
+                assert ranks[d]["first"].all() and ranks[d]["nearest"].all() and naive[d].all()
+            if keys == 2:
+                assert torch.equal(ranks[d]["first"], ~ranks[d]["nearest"])  # one or the other
+    # with distractors, copying the first cue is right only when a distractor shares the value
+    assert ev.retrieval(naive)[16]["accuracy"] < 0.3
+
+
+def test_multikey_length_does_not_depend_on_the_keys(model):
+    assert ev.multikey_length(16) == 64 and ev.multikey_length(192) == 208
+    out = ev.multikey_outcomes(model, [16], keys=8, samples=4)
+    assert out[16].shape == (4,) and out[16].dtype == torch.bool
+    with pytest.raises(ValueError, match="distance=5 leaves room"):
+        ev.multikey_outcomes(model, [5], keys=10, length=33, samples=2)
+
+
 def _outcomes(rates, n=256):
     """Deterministic outcomes with exactly rate * n successes at each distance."""
     return {d: torch.arange(n) < round(r * n) for d, r in rates.items()}

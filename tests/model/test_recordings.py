@@ -76,6 +76,17 @@ def _loss_by_position():
     )
 
 
+def _position_shift():
+    # the sinusoidal model with every id shifted by 1,000: the paired change of its loss
+    rows = {r["model"]: r for r in recorded("position_shift")["rows"]}
+    model = load_checkpoint("sinusoidal")
+    base = ev.window_losses(model, 64)
+    change = ev.window_losses(model, 64, positions=torch.arange(64) + 1000) - base
+    lo, hi = ev.bootstrap_interval(change.mean(1))
+    fresh = {"difference": float(change.mean()), "ci95": [lo, hi]}
+    _inside(fresh, rows["sinusoidal"]["paired"]["1000"], "difference")
+
+
 def _effective_context():
     rows = {r["model"]: r for r in recorded("effective_context")["rows"]}
     model = load_checkpoint("rope_passkey")
@@ -89,6 +100,18 @@ def _needle_grid():
     model = load_checkpoint("rope_passkey")
     out = ev.needle_outcomes(model, [48], length=256, key_len=_key_len(model))
     _inside(ev.retrieval(out)[48], rows["rope"]["grid"]["256"]["48"], "accuracy")
+
+
+def _multikey():
+    # T5 with one distractor, the target far back: right mostly when its needle comes first
+    rows = {r["model"]: r for r in recorded("multikey")["rows"]}
+    model = load_checkpoint("t5_passkey")
+    out = ev.multikey_outcomes(model, [192], keys=2)
+    first = ev.multikey_ranks([192], keys=2)[192]["first"]
+    _inside(ev.retrieval(out)[192], rows["t5"]["accuracy"]["2"]["192"], "accuracy")
+    _inside(
+        ev.retrieval({192: out[192][first]})[192], rows["t5"]["when_first"]["2"]["192"], "accuracy"
+    )
 
 
 def _rope_scaling():
@@ -124,8 +147,10 @@ def _rope_base():
 RECOMPUTE = {
     "extrapolation": _extrapolation,
     "loss_by_position": _loss_by_position,
+    "position_shift": _position_shift,
     "effective_context": _effective_context,
     "needle_grid": _needle_grid,
+    "multikey": _multikey,
     "rope_scaling": _rope_scaling,
     "augmentation": _augmentation,
     "rope_base": _rope_base,
