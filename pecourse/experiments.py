@@ -116,9 +116,11 @@ def _ppl(model, n: int, **kw) -> dict:
 
 
 def _key_len(model) -> int:
-    return (
-        getattr(model, "checkpoint", {}).get("train", {}).get("task_options", {}).get("key_len", 4)
-    )
+    """The passkey length a shipped checkpoint was trained on (its record's ``task_options``)."""
+    train = getattr(model, "checkpoint", {}).get("train")
+    if train is None:  # e.g. a model trained in this process: no record to read it from
+        raise ValueError("the model carries no training record: pass key_len explicitly")
+    return train.get("task_options", {}).get("key_len", 4)  # TrainConfig's default
 
 
 # --- 1. extrapolation -----------------------------------------------------------------
@@ -334,14 +336,17 @@ def needle_grid(
     for name in names:
         rname = _retriever(name)
         model = load_checkpoint(rname)
-        k = _key_len(model)
-        grid = {}
-        for n in lengths:
-            fits = [d for d in distances if d + k + 2 <= n]
-            outcomes = ev.needle_outcomes(model, fits, length=n, samples=samples, key_len=k)
-            grid[str(n)] = {str(d): cell for d, cell in ev.retrieval(outcomes).items()}
+        grid = needle_grid_cells(model, lengths, distances, samples=samples)
         facts = _train_facts(rname)
-        rows.append({"model": name, "retrieval_model": rname, **facts, "key_len": k, "grid": grid})
+        rows.append(
+            {
+                "model": name,
+                "retrieval_model": rname,
+                **facts,
+                "key_len": _key_len(model),
+                "grid": grid,
+            }
+        )
         used.append(rname)
     protocol = {
         "lengths": lengths,
@@ -352,6 +357,39 @@ def needle_grid(
         "train_len": 64,
     }
     return _recording("needle_grid", rows, used, protocol, start)
+
+
+def needle_grid_cells(
+    model, lengths, distances, *, key_len: int | None = None, samples: int = ev.RETRIEVAL_SAMPLES
+) -> dict:
+    """One model's grid for :func:`needle_grid`: ``{length: {distance: cell}}``, each distance
+    measured at the lengths where the needle fits (``distance + key length + 2 <= length``).
+    ``key_len``: the key length the model was trained on (default: its checkpoint's)."""
+    k = _key_len(model) if key_len is None else key_len
+    grid = {}
+    for n in lengths:
+        fits = [d for d in distances if d + k + 2 <= n]
+        outcomes = ev.needle_outcomes(model, fits, length=n, samples=samples, key_len=k)
+        grid[str(n)] = {str(d): cell for d, cell in ev.retrieval(outcomes).items()}
+    return grid
+
+
+def multikey_cells(model, keys, distances, *, samples: int = ev.RETRIEVAL_SAMPLES) -> dict:
+    """One model's cells for :func:`multikey`: ``{"accuracy", "when_first", "when_nearest"}``,
+    each ``{keys: {distance: cell}}`` (``None`` where no sequence has the target there)."""
+    out = {"accuracy": {}, "when_first": {}, "when_nearest": {}}
+    for k in keys:
+        ok = ev.multikey_outcomes(model, distances, keys=k, samples=samples)
+        ranks = ev.multikey_ranks(distances, keys=k, samples=samples)
+        out["accuracy"][str(k)] = {str(d): c for d, c in ev.retrieval(ok).items()}
+        for rank in ("first", "nearest"):
+            out["when_" + rank][str(k)] = {
+                str(d): ev.retrieval({d: ok[d][ranks[d][rank]]})[d]
+                if ranks[d][rank].any()
+                else None
+                for d in distances
+            }
+    return out
 
 
 MULTIKEY_KEYS = (1, 2, 4, 8)
@@ -387,23 +425,12 @@ def multikey(
     distances = _lengths(distances)
     if not keys:
         raise ValueError("keys must hold at least one number of needles")
-    ranks = {k: ev.multikey_ranks(distances, keys=k, samples=samples) for k in keys}
     rows, used = [], []
     for name in names:
         rname = _retriever(name)
         model = load_checkpoint(rname)
         row = {"model": name, "retrieval_model": rname, **_train_facts(rname)}
-        row.update({"accuracy": {}, "when_first": {}, "when_nearest": {}})
-        for k in keys:
-            ok = ev.multikey_outcomes(model, distances, keys=k, samples=samples)
-            row["accuracy"][str(k)] = {str(d): c for d, c in ev.retrieval(ok).items()}
-            for rank in ("first", "nearest"):
-                row["when_" + rank][str(k)] = {
-                    str(d): ev.retrieval({d: ok[d][ranks[k][d][rank]]})[d]
-                    if ranks[k][d][rank].any()
-                    else None
-                    for d in distances
-                }
+        row.update(multikey_cells(model, keys, distances, samples=samples))
         rows.append(row)
         used.append(rname)
     protocol = {

@@ -45,12 +45,15 @@ recording to ``pecourse/results/<name>.json``; :func:`load` reads it back.
                                           with its recipe's budget), seeds 0, 1, 2
 :func:`augmentation_seeds`                chapter 13: plain RoPE, randomized positions
                                           and PoSE, seeds 0 (shipped), 1 and 2
+:func:`needle_seeds`                      chapter 04: the depth × length needle grid and
+                                          multi-key retrieval of the passkey models,
+                                          seeds 0 (shipped), 1 and 2
 :func:`extension_seeds`                   chapters 13 and 14: training-free scalings, the
                                           PI and YaRN fine-tunes and PoSE as published,
                                           each continued from its own seed's base
 ========================================  ==================================================
 
-The four multi-seed studies share one mechanism (:func:`_seeded_runs`): seed 0 is the
+The five multi-seed studies share one mechanism (:func:`_seeded_runs`): seed 0 is the
 shipped checkpoint, the other seeds are trained with the same recipe and kept as numbers
 (a recipe that continues another starts from that seed's run of it), and a log lets an
 interrupted run resume.
@@ -1289,6 +1292,96 @@ def augmentation_seeds(
     }
 
 
+# --- chapter 04: the depth x length grid and the multi-key variant, three seeds ----------------
+
+
+def needle_seeds(
+    seeds=(0, 1, 2),
+    *,
+    names=("alibi_passkey", "rope_passkey", "t5_passkey"),
+    lengths=(64, 128, 256, 512),
+    distances=(16, 48, 96, 192, 384),
+    keys=(1, 2, 4, 8),
+    multikey_distances=(16, 48, 96, 192),
+    samples: int = 256,
+    steps: int | None = None,
+    log=None,
+) -> dict:
+    r"""Chapter 04's needle grid and multi-key retrieval per training seed.
+
+    Each passkey model is trained with its shipped recipe and a training seed (its own
+    budget: ``alibi_passkey`` 2,500 steps, the others 1,000); seed 0 is the shipped
+    checkpoint. Every model is measured exactly as :func:`pecourse.experiments.needle_grid`
+    (accuracy on a grid of sequence length × needle distance) and
+    :func:`pecourse.experiments.multikey` (``keys`` needles, the target at each of
+    ``multikey_distances``, split by whether it is the first or the nearest needle) measure
+    the shipped ones, ``samples`` sequences per cell with Wilson intervals. ``steps`` and
+    ``log`` as in :func:`extrapolation_seeds`.
+    """
+    from .experiments import multikey_cells, needle_grid_cells
+    from .train import RECIPES
+
+    seeds = _check_seeds(seeds)
+    names = [check_choice("names[]", n, tuple(RECIPES)) for n in names]
+    for n in names:
+        if RECIPES[n]["train"]["data"] != "passkey":
+            raise ValueError(f"names must be passkey recipes (data='passkey'); {n!r} is not")
+    lengths = [check_int("lengths[]", n, minimum=2) for n in lengths]
+    distances = [check_int("distances[]", d, minimum=1) for d in distances]
+    keys = [check_int("keys[]", k, minimum=1, maximum=10) for k in keys]
+    multikey_distances = [
+        check_int("multikey_distances[]", d, minimum=1) for d in multikey_distances
+    ]
+    samples = check_int("samples", samples, minimum=1)
+    if steps is not None:
+        steps = check_int("steps", steps, minimum=1)
+
+    def measure(model, name):  # a model trained here has no checkpoint to read its key length from
+        key_len = RECIPES[name]["train"]["task_options"]["key_len"]
+        grid = needle_grid_cells(model, lengths, distances, key_len=key_len, samples=samples)
+        return {"grid": grid, **multikey_cells(model, keys, multikey_distances, samples=samples)}
+
+    key = {"study": "needle_seeds", "lengths": lengths, "distances": distances, "keys": keys}
+    key.update(multikey_distances=multikey_distances, samples=samples, steps=steps)
+    runs = _seeded_runs(names, seeds, steps=steps, key=key, log=log, measure=measure)
+    summary = {}
+    for name in names:
+        mine = [r for r in runs if r["model"] == name]
+        summary[name] = {
+            "grid": {
+                f"{n}/{d}": _spread([r["grid"][str(n)][str(d)]["accuracy"] for r in mine])
+                for n in lengths
+                for d in distances
+                if str(d) in mine[0]["grid"][str(n)]
+            },
+            "multikey": {
+                f"{k}/{d}": _spread([r["accuracy"][str(k)][str(d)]["accuracy"] for r in mine])
+                for k in keys
+                for d in multikey_distances
+            },
+        }
+    return {
+        "name": "needle_seeds",
+        "protocol": {
+            **_seeded_protocol(names, steps),
+            "budgets": "each recipe's own: alibi_passkey 2,500 steps, the others 1,000",
+            "lengths": lengths,
+            "distances": distances,
+            "grid": "pecourse.experiments.needle_grid's cells: a distance where the needle fits",
+            "keys": keys,
+            "multikey_distances": multikey_distances,
+            "multikey": "pecourse.experiments.multikey's cells (length max(64, distance + 16))",
+            "retrieval_samples": samples,
+            "retrieval_interval": "95% Wilson score interval",
+            "summary_keys": "grid 'length/distance', multikey 'needles/distance'",
+        },
+        **_seed_facts(runs),
+        "summary": summary,
+        "cpu_seconds": round(sum(r["cpu_seconds"] for r in runs), 1),
+        "versions": _versions(),
+    }
+
+
 # --- chapters 13 and 14: extending the context of a RoPE model, three seeds --------------------
 
 #: Training-free scalings of chapter 14 at the study's factor (YaRN with the betas of a 16-dim
@@ -1472,6 +1565,7 @@ STUDIES = {
     "retrieval_seeds": retrieval_seeds,
     "augmentation_seeds": augmentation_seeds,
     "extension_seeds": extension_seeds,
+    "needle_seeds": needle_seeds,
 }
 
 

@@ -9,7 +9,7 @@ import torch
 
 from pecourse import evaluate, studies
 from pecourse.data import corpus
-from pecourse.model import load_checkpoint
+from pecourse.model import checkpoint_info, load_checkpoint
 from pecourse.positions.multidim import AxialRoPE
 from pecourse.positions.rope import RoPE
 from pecourse.results import recorded
@@ -575,3 +575,92 @@ def test_extension_seeds_recording_recomputes():
     lo, hi = run[str(n)]["ci95"]
     assert lo <= fresh["perplexity"] <= hi
     assert fresh["perplexity"] == pytest.approx(run[str(n)]["perplexity"], rel=2e-3)
+
+
+# --- needle_seeds -----------------------------------------------------------------------------
+
+
+def test_needle_seeds_measures_what_the_experiments_measure(monkeypatch):
+    """A stand-in for training (the shipped weights) makes the study's cells the experiments'
+    cells at the same sample count; non-passkey recipes are refused."""
+    from pecourse import experiments
+
+    def fresh_copy(model_kwargs, train_kwargs):  # the shipped weights, as training returns them:
+        from pecourse.model import TinyGPT  # a model without a checkpoint record
+
+        model = TinyGPT(load_checkpoint("t5_passkey").config)
+        model.load_state_dict(load_checkpoint("t5_passkey").state_dict())
+        return model.eval(), [[0, 1.0]], 0.0
+
+    monkeypatch.setattr(studies, "_train_one", fresh_copy)
+    kw = dict(
+        lengths=(64, 128), distances=(16, 96), keys=(1, 2), multikey_distances=(16,), samples=8
+    )
+    out = studies.needle_seeds(seeds=(1,), names=("t5_passkey",), **kw)
+    run = out["runs"][0]
+    model = load_checkpoint("t5_passkey")
+    assert run["grid"] == experiments.needle_grid_cells(model, (64, 128), (16, 96), samples=8)
+    assert set(run["grid"]["64"]) == {"16"}  # 96 does not fit in 64
+    cells = experiments.multikey_cells(model, (1, 2), (16,), samples=8)
+    assert {k: run[k] for k in cells} == cells
+    assert out["summary"]["t5_passkey"]["multikey"]["2/16"]["per_seed"] == [
+        run["accuracy"]["2"]["16"]["accuracy"]
+    ]
+    with pytest.raises(ValueError, match="passkey recipes"):
+        studies.needle_seeds(names=("rope",), **kw)
+
+
+def test_needle_seeds_recording():
+    """Seed 0 is the shipped checkpoints, so its cells are needle_grid's and multikey's; each
+    run keeps its recipe's budget; every Wilson interval is its counts'; the summary is the runs'."""
+    from pecourse.train import RECIPES
+
+    rec = studies.load("needle_seeds")
+    p = rec["protocol"]
+    assert len(rec["seeds"]) >= 3 and p["retrieval_samples"] >= 256
+    runs = _runs_by(rec)
+    assert set(runs) == {(m, s) for m in p["models"] for s in rec["seeds"]}
+    grid = {r["retrieval_model"]: r for r in recorded("needle_grid")["rows"]}
+    multikey = {r["retrieval_model"]: r for r in recorded("multikey")["rows"]}
+    for m in p["models"]:
+        assert runs[m, 0]["grid"] == grid[m]["grid"]
+        for part in ("accuracy", "when_first", "when_nearest"):
+            assert runs[m, 0][part] == multikey[m][part]
+    for (m, s), run in runs.items():
+        assert run["source"] == ("shipped checkpoint" if s == 0 else "trained by this study")
+        assert run["train_steps"] == RECIPES[m]["train"]["steps"]
+        cells = [c for row in run["grid"].values() for c in row.values()]
+        cells += [c for row in run["accuracy"].values() for c in row.values()]
+        for cell in cells:
+            lo, hi = evaluate.wilson_interval(cell["successes"], cell["trials"])
+            assert cell["ci95"] == [round(lo, 4), round(hi, 4)]
+            assert cell["trials"] == p["retrieval_samples"]
+    for m in p["models"]:
+        mine = [runs[m, s] for s in rec["seeds"]]
+        for label, spread in rec["summary"][m]["grid"].items():
+            n, d = label.split("/")
+            assert spread["per_seed"] == [r["grid"][n][d]["accuracy"] for r in mine]
+        for label, spread in rec["summary"][m]["multikey"].items():
+            k, d = label.split("/")
+            assert spread["per_seed"] == [r["accuracy"][k][d]["accuracy"] for r in mine]
+
+
+def test_a_recorded_seed_retraces_from_its_recipe():
+    """The seeds the studies trained and kept only as numbers come from the shipped recipe
+    with that seed: retraining rope with seed 1 for its first 61 steps lands on the loss curve
+    that extrapolation_seeds, augmentation_seeds and extension_seeds recorded for it."""
+    from pecourse.train import train_recipe
+
+    curves = [
+        _runs_by(studies.load(name))["rope", 1]["loss_curve"]
+        for name in ("extrapolation_seeds", "augmentation_seeds", "extension_seeds")
+    ]
+    assert curves[0] == curves[1] == curves[2]  # one training run, measured three ways
+    _, rec = train_recipe("rope", out_dir=False, progress=False, seed=1, stop_after=61)
+    recorded_curve = dict(map(tuple, curves[0]))
+    assert [s for s, _ in rec["loss_curve"]] == [0, 20, 40, 60]
+    for step, loss in rec["loss_curve"]:  # bit-identical where it was trained; other CPUs round
+        assert abs(loss - recorded_curve[step]) < 0.05, (step, loss, recorded_curve[step])
+    assert checkpoint_info("rope")["train"]["seed"] == 0  # seed 1 is not the shipped run
+    shipped = dict(map(tuple, checkpoint_info("rope")["loss_curve"]))
+    assert abs(shipped[20] - recorded_curve[20]) > 1e-3  # ... and differs from it
