@@ -62,8 +62,9 @@ checkpoints: setup
 
 # Rewrite every recording in pecourse/results from the shipped checkpoints under the protocol
 # of pecourse.evaluate: the experiments (about 20 CPU minutes), the studies (those that train
-# their own seeds take about 105 CPU minutes more; needle_seeds about 20, retrieval_seeds and
-# extension_seeds about 14 each, augmentation_seeds about 8) and the base-crossing run of chapter 16.
+# their own seeds take about 115 CPU minutes more; needle_seeds about 20, retrieval_seeds and
+# extension_seeds about 14 each, sliding_seeds about 10, augmentation_seeds about 8) and the
+# base-crossing run of chapter 16.
 # A test compares each recording's checkpoint hashes with the shipped files.
 results: setup
 	$(BIN)/python -m pecourse.experiments run --save
@@ -72,7 +73,7 @@ results: setup
 
 STUDIES := cope_counting text_extrapolation imposed_windows windowed_passkey grid_width_transfer \
 	cope_selective_copy nope_anchor counting_length_generalisation extrapolation_seeds \
-	retrieval_seeds augmentation_seeds extension_seeds needle_seeds
+	retrieval_seeds augmentation_seeds extension_seeds needle_seeds sliding_seeds
 
 # The course as a static website in build/book/ (open build/book/index.html; it works from
 # file:// with no network). Renders the committed notebooks as they are, never re-executes

@@ -40,6 +40,8 @@ recording to ``pecourse/results/<name>.json``; :func:`load` reads it back.
 :func:`extrapolation_seeds`               chapter 03: the extrapolation table (learned,
                                           sinusoidal, RoPE, T5, ALiBi, NoPE) for seeds
                                           0 (shipped), 1 and 2
+:func:`sliding_seeds`                     chapter 04: sliding-window perplexity of the
+                                          ALiBi, RoPE and T5 text models, seeds 0-2
 :func:`retrieval_seeds`                   chapters 04 and 16: passkey retrieval by
                                           distance of the ``*_passkey`` models (each
                                           with its recipe's budget), seeds 0, 1, 2
@@ -53,7 +55,7 @@ recording to ``pecourse/results/<name>.json``; :func:`load` reads it back.
                                           each continued from its own seed's base
 ========================================  ==================================================
 
-The five multi-seed studies share one mechanism (:func:`_seeded_runs`): seed 0 is the
+The six multi-seed studies share one mechanism (:func:`_seeded_runs`): seed 0 is the
 shipped checkpoint, the other seeds are trained with the same recipe and kept as numbers
 (a recipe that continues another starts from that seed's run of it), and a log lets an
 interrupted run resume.
@@ -1104,6 +1106,65 @@ def extrapolation_seeds(
     }
 
 
+def sliding_seeds(
+    seeds=(0, 1, 2),
+    *,
+    names=("alibi", "rope", "t5"),
+    lengths=(64, 128, 256, 512),
+    tokens: int = 65536,
+    steps: int | None = None,
+    log=None,
+) -> dict:
+    r"""Chapter 04's sliding-window perplexity (:func:`pecourse.experiments.effective_context`)
+    over training seeds: each text recipe trained with a seed (seed 0 is the shipped
+    checkpoint), every model scored on the same ``tokens`` validation characters with
+    sliding windows of each length (stride ``L/4``), a bootstrap interval over windows.
+    ``steps`` and ``log`` as in :func:`extrapolation_seeds`.
+    """
+    from .evaluate import perplexity_interval, window_losses
+    from .train import RECIPES
+
+    seeds = _check_seeds(seeds)
+    names = [check_choice("names[]", n, tuple(RECIPES)) for n in names]
+    lengths = [check_int("lengths[]", n, minimum=2) for n in lengths]
+    tokens = check_int("tokens", tokens, minimum=max(lengths))
+    if steps is not None:
+        steps = check_int("steps", steps, minimum=1)
+
+    def measure(model, name):
+        return {
+            "sliding": {
+                str(n): perplexity_interval(window_losses(model, n, tokens=tokens, mode="sliding"))
+                for n in lengths
+            }
+        }
+
+    key = {"study": "sliding_seeds", "lengths": lengths, "tokens": tokens, "steps": steps}
+    runs = _seeded_runs(names, seeds, steps=steps, key=key, log=log, measure=measure)
+    summary = {}
+    for name in names:
+        mine = [r for r in runs if r["model"] == name]
+        summary[name] = {
+            str(n): _spread([r["sliding"][str(n)]["perplexity"] for r in mine]) for n in lengths
+        }
+    return {
+        "name": "sliding_seeds",
+        "protocol": {
+            **_seeded_protocol(names, steps),
+            "mode": "sliding, stride L/4",
+            "lengths": lengths,
+            "eval_tokens": tokens,
+            "split": "validation, the first eval_tokens characters (the same for every model)",
+            "interval": "95% percentile bootstrap over windows, 2000 resamples",
+        },
+        "eval_tokens": tokens,
+        **_seed_facts(runs),
+        "summary": summary,
+        "cpu_seconds": round(sum(r["cpu_seconds"] for r in runs), 1),
+        "versions": _versions(),
+    }
+
+
 # --- chapters 04 and 16: passkey retrieval, scheme vs scheme, three seeds ---------------------
 
 #: Needle distances of chapter 04 (sequences of distance + key + 8 characters) and of
@@ -1566,6 +1627,7 @@ STUDIES = {
     "augmentation_seeds": augmentation_seeds,
     "extension_seeds": extension_seeds,
     "needle_seeds": needle_seeds,
+    "sliding_seeds": sliding_seeds,
 }
 
 

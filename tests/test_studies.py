@@ -664,3 +664,24 @@ def test_a_recorded_seed_retraces_from_its_recipe():
     assert checkpoint_info("rope")["train"]["seed"] == 0  # seed 1 is not the shipped run
     shipped = dict(map(tuple, checkpoint_info("rope")["loss_curve"]))
     assert abs(shipped[20] - recorded_curve[20]) > 1e-3  # ... and differs from it
+
+
+def test_sliding_seeds_recording():
+    """Seed 0 is the shipped checkpoints, so its numbers are effective_context's; plain RoPE's
+    seeds are the runs extension_seeds trained and read the same; the summary is the runs'."""
+    rec = studies.load("sliding_seeds")
+    p = rec["protocol"]
+    assert len(rec["seeds"]) >= 3 and rec["eval_tokens"] == 65536
+    runs = _runs_by(rec)
+    assert set(runs) == {(m, s) for m in p["models"] for s in rec["seeds"]}
+    shipped = {r["model"]: r for r in recorded("effective_context")["rows"]}
+    for m in p["models"]:
+        assert runs[m, 0]["sliding"] == shipped[m]["sliding"]
+        mine = [runs[m, s] for s in rec["seeds"]]
+        for n in p["lengths"]:
+            assert rec["summary"][m][str(n)]["per_seed"] == [
+                round(r["sliding"][str(n)]["perplexity"], 4) for r in mine
+            ]
+    extension = _runs_by(studies.load("extension_seeds"))
+    for s in rec["seeds"]:
+        assert runs["rope", s]["sliding"] == extension["rope", s]["scaled"]["none"]["sliding"]

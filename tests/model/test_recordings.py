@@ -22,6 +22,8 @@ FROM_CHECKPOINTS = {
     "retrieval_seeds",
     "augmentation_seeds",
     "extension_seeds",
+    "needle_seeds",
+    "sliding_seeds",
 }
 
 
