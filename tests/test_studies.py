@@ -685,3 +685,22 @@ def test_sliding_seeds_recording():
     extension = _runs_by(studies.load("extension_seeds"))
     for s in rec["seeds"]:
         assert runs["rope", s]["sliding"] == extension["rope", s]["scaled"]["none"]["sliding"]
+
+
+def test_make_results_reruns_every_recording():
+    """`make results` must rewrite every recording: each study is in the Makefile's STUDIES
+    list, and every file in pecourse/results comes from an experiment, a study or the
+    base-crossing run."""
+    import re
+    from pathlib import Path
+
+    from pecourse import experiments
+    from pecourse.results import recordings
+
+    makefile = (Path(__file__).resolve().parents[1] / "Makefile").read_text()
+    listed = set(
+        re.search(r"STUDIES := (.*?)\n\n", makefile, re.S).group(1).replace("\\", " ").split()
+    )
+    assert listed == set(studies.STUDIES)
+    made = set(experiments.EXPERIMENTS) | listed | {"rope_base_crossing"}
+    assert set(recordings()) <= made, set(recordings()) - made
