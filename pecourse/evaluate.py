@@ -330,13 +330,19 @@ def needle_outcomes(
         batch = passkey_batch(
             samples, n, distance=d, key_len=key_len, split="validation", seed=seed
         )
-        ok = []
-        for i in range(0, samples, batch_size):
-            x, y, a = (t[i : i + batch_size] for t in (batch.inputs, batch.targets, batch.answer))
-            pred = model(x)[0].argmax(-1)
-            ok.append(((pred == y) | ~a).all(dim=1))
-        out[d] = torch.cat(ok)
+        out[d] = _answered(model, batch, batch_size)
     return out
+
+
+def _answered(model, batch, batch_size: int) -> torch.Tensor:
+    """``[samples] bool``: whether every marked answer of each sequence of a task batch is the
+    model's argmax prediction (scored ``batch_size`` sequences at a time)."""
+    ok = []
+    for i in range(0, batch.inputs.shape[0], batch_size):
+        x, y, a = (t[i : i + batch_size] for t in (batch.inputs, batch.targets, batch.answer))
+        pred = model(x)[0].argmax(-1)
+        ok.append(((pred == y) | ~a).all(dim=1))
+    return torch.cat(ok)
 
 
 def multikey_length(distance: int) -> int:
@@ -379,12 +385,7 @@ def multikey_outcomes(
     out = {}
     for d in _lengths(distances):
         _, batch = _multikey(d, keys, length, samples, seed)
-        ok = []
-        for i in range(0, samples, batch_size):
-            x, y, a = (t[i : i + batch_size] for t in (batch.inputs, batch.targets, batch.answer))
-            pred = model(x)[0].argmax(-1)
-            ok.append(((pred == y) | ~a).all(dim=1))
-        out[d] = torch.cat(ok)
+        out[d] = _answered(model, batch, batch_size)
     return out
 
 

@@ -453,6 +453,13 @@ def multikey(
 YARN_BETAS = {"beta_fast": 8.0, "beta_slow": 1.0}
 
 
+def _bands(train_len: int, extended: int, top: int) -> list[tuple[int, int]]:
+    """Position bands of a window of ``top``: before the training length, up to the extended
+    window, beyond it (the ones that fit)."""
+    cuts = sorted({0, min(train_len, top), min(extended, top), top})
+    return list(zip(cuts[:-1], cuts[1:]))
+
+
 def _scaled_variants(base, factor: float) -> dict:
     return {
         "none": base,
@@ -497,8 +504,7 @@ def rope_scaling(
     ):
         variants[label] = (load_checkpoint(name), name)
     top = lengths[-1]
-    cuts = sorted({0, min(train_len, top), min(extended, top), top})
-    bands = list(zip(cuts[:-1], cuts[1:]))
+    bands = _bands(train_len, extended, top)
     rows, yarn_losses = [], {}
     for label, (model, name) in variants.items():
         row = {"model": label, "checkpoint": name, **_train_facts(name)}

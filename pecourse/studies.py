@@ -935,7 +935,7 @@ def _seeded_runs(names, seeds, *, steps, key: dict, log, measure) -> list[dict]:
     lost when a long run stops halfway; a logged run of a shipped checkpoint is reused only
     while that checkpoint is unchanged. Returns the runs ordered by seed, then by ``names``.
     """
-    from .model import checkpoint_info, checkpoint_sha256, load_checkpoint, save_checkpoint
+    from .model import checkpoint_info, checkpoint_sha256, load_checkpoint
     from .train import RECIPES, TrainConfig
 
     done = {}
@@ -964,12 +964,8 @@ def _seeded_runs(names, seeds, *, steps, key: dict, log, measure) -> list[dict]:
                 run = {"model": name, "seed": seed, "source": "shipped checkpoint"}
                 run["sha256"] = checkpoint_sha256(name)
             else:
-                train = {**recipe["train"], "seed": seed, **({"steps": steps} if steps else {})}
-                if train.get("init_from"):  # continue this seed's run of the parent recipe
-                    train["init_from"] = _parent(train["init_from"], seed, steps, store)
-                model, curve, _ = _train_one(recipe["model"], train)
+                model, curve = _train_seed(name, seed, steps, store)
                 run = {"model": name, "seed": seed, "source": "trained by this study"}
-                save_checkpoint(model, _kept(store, name, seed, steps), loss_curve=curve)
             run["train_steps"] = steps or recipe["train"]["steps"]
             run["loss_curve"] = curve
             run.update(measure(model, name))
@@ -991,31 +987,44 @@ def _kept(store: Path, name: str, seed: int, steps) -> Path:
     return store / f"{name}-seed{seed}-steps{steps or 'recipe'}"
 
 
+def _train_seed(name: str, seed: int, steps, store: Path):
+    """Train recipe ``name`` with ``seed`` (and ``steps``), a continued recipe from this
+    seed's run of its parent; keep the weights in ``store``; return ``(model, curve)``."""
+    from .model import save_checkpoint
+    from .train import RECIPES
+
+    recipe = RECIPES[name]
+    train = {**recipe["train"], "seed": seed, **({"steps": steps} if steps else {})}
+    if train.get("init_from"):
+        train["init_from"] = _parent(train["init_from"], seed, steps, store)
+    model, curve, _ = _train_one(recipe["model"], train)
+    save_checkpoint(model, _kept(store, name, seed, steps), loss_curve=curve)
+    return model, curve
+
+
 def _parent(name: str, seed: int, steps, store: Path) -> str:
     """What a continued recipe (``init_from=name``) starts from at ``seed``: the shipped
     checkpoint when it is that very run, else the parent trained with ``seed`` (and
     ``steps``) by :func:`_seeded_runs` into ``store``, trained now if it is not there."""
-    from .model import save_checkpoint
     from .train import RECIPES, TrainConfig
 
-    recipe = RECIPES[name]
-    if seed == TrainConfig.from_dict(recipe["train"]).seed and steps is None:
+    if seed == TrainConfig.from_dict(RECIPES[name]["train"]).seed and steps is None:
         return name
     path = _kept(store, name, seed, steps)
     if not path.with_suffix(".safetensors").exists():  # e.g. a resumed log kept its numbers only
-        train = {**recipe["train"], "seed": seed, **({"steps": steps} if steps else {})}
-        if train.get("init_from"):
-            train["init_from"] = _parent(train["init_from"], seed, steps, store)
-        model, curve, _ = _train_one(recipe["model"], train)
-        save_checkpoint(model, path, loss_curve=curve)
+        _train_seed(name, seed, steps, store)
     return str(path)
 
 
 def _seed_facts(runs) -> dict:
+    """The part every :func:`_seeded_runs` recording shares: shipped checkpoints read, seeds,
+    runs, their CPU time and the versions they ran on."""
     return {
         "checkpoints": _hashes([r["model"] for r in runs if r["source"] == "shipped checkpoint"]),
         "seeds": sorted({r["seed"] for r in runs}),
         "runs": runs,
+        "cpu_seconds": round(sum(r["cpu_seconds"] for r in runs), 1),
+        "versions": _versions(),
     }
 
 
@@ -1101,8 +1110,6 @@ def extrapolation_seeds(
         "eval_tokens": tokens,
         **_seed_facts(runs),
         "summary": summary,
-        "cpu_seconds": round(sum(r["cpu_seconds"] for r in runs), 1),
-        "versions": _versions(),
     }
 
 
@@ -1160,8 +1167,6 @@ def sliding_seeds(
         "eval_tokens": tokens,
         **_seed_facts(runs),
         "summary": summary,
-        "cpu_seconds": round(sum(r["cpu_seconds"] for r in runs), 1),
-        "versions": _versions(),
     }
 
 
@@ -1262,8 +1267,6 @@ def retrieval_seeds(
         },
         **_seed_facts(runs),
         "summary": summary,
-        "cpu_seconds": round(sum(r["cpu_seconds"] for r in runs), 1),
-        "versions": _versions(),
     }
 
 
@@ -1348,8 +1351,6 @@ def augmentation_seeds(
         "eval_tokens": tokens,
         **_seed_facts(runs),
         "summary": summary,
-        "cpu_seconds": round(sum(r["cpu_seconds"] for r in runs), 1),
-        "versions": _versions(),
     }
 
 
@@ -1438,8 +1439,6 @@ def needle_seeds(
         },
         **_seed_facts(runs),
         "summary": summary,
-        "cpu_seconds": round(sum(r["cpu_seconds"] for r in runs), 1),
-        "versions": _versions(),
     }
 
 
@@ -1488,7 +1487,7 @@ def extension_seeds(
     """
     from . import evaluate as ev
     from ._validate import check_float
-    from .experiments import YARN_BETAS
+    from .experiments import YARN_BETAS, _bands, _scaled_variants
     from .train import RECIPES
 
     seeds = _check_seeds(seeds)
@@ -1507,25 +1506,12 @@ def extension_seeds(
     train_len = RECIPES[names[0]]["model"]["train_len"]
     extended = int(round(factor * train_len))
     top = max(lengths)
-    cuts = sorted({0, min(train_len, top), min(extended, top), top})
-    bands = list(zip(cuts[:-1], cuts[1:]))
-
-    def scalings(model):
-        return {
-            "none": model,
-            "PI": ev.scale_rope(model, "linear", factor),
-            "NTK": ev.scale_rope(model, "ntk", factor),
-            "YaRN": ev.scale_rope(model, "yarn", factor, **YARN_BETAS),
-            "dynamic NTK": ev.scale_rope(model, "dynamic", factor),
-        }
+    bands = _bands(train_len, extended, top)
 
     def text(model, slide: bool):
-        out, last = {}, None
-        for n in lengths:
-            losses = ev.window_losses(model, n, tokens=tokens)
-            out[str(n)] = ev.perplexity_interval(losses)
-            last = losses
-        out["bands"] = ev.band_losses(last, bands)
+        losses = {n: ev.window_losses(model, n, tokens=tokens) for n in lengths}
+        out = {str(n): ev.perplexity_interval(x) for n, x in losses.items()}
+        out["bands"] = ev.band_losses(losses[top], bands)
         if slide:
             out["sliding"] = {
                 str(n): ev.perplexity_interval(
@@ -1548,11 +1534,16 @@ def extension_seeds(
         if RECIPES[name]["train"]["data"] == "passkey":
             if not base:
                 return passkey(model, name)
-            return {"scaled": {k: passkey(m, name) for k, m in scalings(model).items()}}
+            return {
+                "scaled": {k: passkey(m, name) for k, m in _scaled_variants(model, factor).items()}
+            }
         if not base:
             return text(model, slide=True)
-        out = {"scaled": {k: text(m, slide=k == "none") for k, m in scalings(model).items()}}
-        return out
+        return {
+            "scaled": {
+                k: text(m, slide=k == "none") for k, m in _scaled_variants(model, factor).items()
+            }
+        }
 
     key = {"study": "extension_seeds", "factor": factor, "lengths": lengths, "tokens": tokens}
     key.update(distances=distances, samples=samples, steps=steps)
@@ -1605,8 +1596,6 @@ def extension_seeds(
         "eval_tokens": tokens,
         **_seed_facts(runs),
         "summary": summary,
-        "cpu_seconds": round(sum(r["cpu_seconds"] for r in runs), 1),
-        "versions": _versions(),
     }
 
 
