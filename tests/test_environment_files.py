@@ -1,6 +1,8 @@
 """pyproject.toml and environment.yml must ask for the same packages with the same bounds."""
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import tomllib
@@ -58,3 +60,17 @@ def test_python_floor_matches():
     env = yaml.safe_load((ROOT / "environment.yml").read_text())
     python = next(d for d in env["dependencies"] if isinstance(d, str) and d.startswith("python"))
     assert SpecifierSet(python.removeprefix("python")) == SpecifierSet(project["requires-python"])
+
+
+def test_jupyter_imports_without_the_slow_iri_checker():
+    # scripts/install removes rfc3987-syntax, whose import costs 2.3 s in every process that
+    # imports nbformat (see there); notebooks still validate against nbformat's schema.
+    code = (
+        "import sys, nbformat; "
+        "nbformat.validate(nbformat.read('notebooks/00_start_here.ipynb', as_version=4)); "
+        "print(sorted(m for m in ('jsonschema', 'rfc3987_syntax', 'lark') if m in sys.modules))"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    assert run.stdout.split() == ["['jsonschema']"]
