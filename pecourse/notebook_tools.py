@@ -10,9 +10,15 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+import time
 from pathlib import Path
+from queue import Empty
 
 import nbformat
+from jupyter_client.asynchronous.client import AsyncKernelClient
+from jupyter_client.channels import AsyncZMQSocketChannel
+from jupyter_client.manager import AsyncKernelManager
+from traitlets import Type
 
 #: Tag that tells nbval not to compare a cell's output (timings, widgets, progress bars).
 IGNORE_OUTPUT_TAG = "nbval-ignore-output"
@@ -50,6 +56,46 @@ def unexecuted_cells(notebook) -> list[int]:
     ]
 
 
+#: Longest single wait on a kernel socket, in seconds (see :class:`SlicedChannel`).
+POLL_SLICE = 0.25
+
+
+class SlicedChannel(AsyncZMQSocketChannel):
+    """A kernel channel that waits for a message in slices of at most POLL_SLICE.
+
+    pyzmq's asyncio poll (27.3, under nbclient 0.11 and ipykernel 7.4) now and then misses a
+    socket's wake-up: the message has arrived, but the poll returns only when its timeout
+    fires, and then finds it with a last zero-timeout check (``zmq/_future.py``). nbclient
+    waits for a cell's reply in one poll as long as the cell's timeout, so one missed wake-up
+    stalled a notebook for its whole 600 s (seen in the test suite; reproduced: 2 runs in 40
+    of a two-widget notebook on a busy machine waited out a 20 s timeout, none in 60 with
+    these channels). Waiting in short slices bounds what a missed wake-up costs by a slice.
+    """
+
+    async def get_msg(self, timeout: float | None = None) -> dict:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = POLL_SLICE if deadline is None else deadline - time.monotonic()
+            if await self.socket.poll(int(1000 * max(0.0, min(POLL_SLICE, left)))):
+                return await self._recv()
+            if deadline is not None and time.monotonic() >= deadline:
+                raise Empty
+
+
+class SlicedKernelClient(AsyncKernelClient):
+    shell_channel_class = Type(SlicedChannel)
+    iopub_channel_class = Type(SlicedChannel)
+    stdin_channel_class = Type(SlicedChannel)
+    control_channel_class = Type(SlicedChannel)
+
+
+class SlicedKernelManager(AsyncKernelManager):
+    """nbclient's kernel manager with :class:`SlicedChannel` channels: what ``execute`` and
+    the nbgrader course (``pecourse exercises nbgrader``) run notebooks with."""
+
+    client_factory = Type(SlicedKernelClient)
+
+
 def execute(path: str | Path, *, timeout: int = 600) -> None:
     """Run a notebook top to bottom in a fresh kernel and save it with its outputs."""
     from nbclient import NotebookClient
@@ -60,6 +106,7 @@ def execute(path: str | Path, *, timeout: int = 600) -> None:
         notebook,
         timeout=timeout,
         kernel_name="python3",
+        kernel_manager_class=SlicedKernelManager,
         resources={"metadata": {"path": str(path.parent)}},
         # Saved widget state is what the book (make book) renders as live controls.
         store_widget_state=True,

@@ -24,6 +24,9 @@ c.CourseDirectory.course_id = "pecourse"
 c.CourseDirectory.root = {root!r}
 # Every exercise runs in a few seconds; this bounds an endless loop in a submission.
 c.ExecutePreprocessor.timeout = 120
+# Kernel channels that wait in quarter-second slices: a wake-up that pyzmq's asyncio poll
+# misses then costs a slice, not the whole timeout (pecourse.notebook_tools.SlicedChannel).
+c.ExecutePreprocessor.kernel_manager_class = "pecourse.notebook_tools.SlicedKernelManager"
 # nbgrader runs student code as the user who runs it, with no sandbox: grade hostile
 # submissions with `pecourse grade SUBMITTED_DIR`, which isolates each one.
 """
