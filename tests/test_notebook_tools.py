@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from queue import Empty
 
 import pytest
@@ -71,3 +72,22 @@ def test_the_tool_and_the_nbgrader_course_use_the_sliced_channels(tmp_path):
     write_course(tmp_path)
     config = (tmp_path / "nbgrader_config.py").read_text()
     assert 'kernel_manager_class = "pecourse.notebook_tools.SlicedKernelManager"' in config
+
+
+def test_the_kernel_waits_passively_unless_told_otherwise(tmp_path, monkeypatch):
+    import nbformat
+
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("import os\nprint(os.environ.get('OMP_WAIT_POLICY'))")]
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    path = tmp_path / "omp.ipynb"
+    nbformat.write(nb, path)
+    notebook_tools.execute(path)
+    outputs = nbformat.read(path, as_version=4).cells[0].outputs
+    assert outputs[0]["text"].strip() == "PASSIVE"
+    assert "OMP_WAIT_POLICY" not in os.environ  # only the kernel's environment is set
