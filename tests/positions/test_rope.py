@@ -177,7 +177,8 @@ def test_low_precision_inputs_at_long_range_as_good_as_a_cast(dtype):
     """At positions up to 2^20, RoPE on bf16/fp16 inputs is as close to the float64 answer
     as merely rounding that answer to the dtype is."""
     d = 64
-    pos = torch.cat([torch.arange(32), torch.randint(0, 2**20, (96,)), torch.tensor([2**20])])
+    far = torch.randint(0, 2**20, (96,), generator=torch.Generator().manual_seed(8))
+    pos = torch.cat([torch.arange(32), far, torch.tensor([2**20])])
     x = _randn(1, 2, pos.numel(), d, seed=8).to(dtype)
     ref = _reference64(x, pos)
     ours_err = (apply_rope(x, pos).double() - ref).abs()
@@ -185,13 +186,16 @@ def test_low_precision_inputs_at_long_range_as_good_as_a_cast(dtype):
     assert apply_rope(x, pos).dtype == dtype
     assert ours_err.max() <= 2 * cast_err.max()
     assert ours_err.mean() <= 1.25 * cast_err.mean()
-    # ... and the test can fail: angles computed in float32 are far off at this range.
+    # ... and the test can fail: angles computed in float32 are far off at this range, and
+    # break both bounds above (over 40 draws of positions: at least 4.0x the cast's largest
+    # error and 1.43x its mean in bf16, 42x and 5.2x in fp16).
     naive_ang = pos[:, None].float() * inv_freq(d).float()
     c, s = naive_ang.cos(), naive_ang.sin()
     xf = x.float()
     x1, x2 = xf[..., : d // 2], xf[..., d // 2 :]
     naive = torch.cat((x1 * c - x2 * s, x2 * c + x1 * s), -1).to(dtype)
-    assert (naive.double() - ref).abs().max() > 4 * cast_err.max()
+    naive_err = (naive.double() - ref).abs()
+    assert naive_err.max() > 2 * cast_err.max() and naive_err.mean() > 1.25 * cast_err.mean()
 
 
 # --- pairing conversion ---------------------------------------------------------------
