@@ -25,8 +25,10 @@ are out of its reach, and nothing it starts outlives its job. How:
   student's process before it reads its job, then sends it only its own notebook, folders
   and limits. The student's process starts as a copy of the zygote: the preloaded modules
   and the server's start-up state, nothing else. That state includes the server's command
-  line (the protected paths) and its environment variables, which are the grader's: keep
-  no secrets in the environment you grade from.
+  line (the protected paths) and the environment it was started with, which a notebook can
+  read (``/proc/self/environ`` once it makes itself dumpable again): the server is started
+  with only the variables Python, the compilers, torch and the course read
+  (``_SERVER_ENV``), so an instructor's tokens and passwords never reach it.
 * **The student's process is sandboxed** (:mod:`pecourse.exercises.sandbox`): its own
   user, PID, mount, network, IPC and UTS namespaces, a read-only root that holds only the
   Python installation, a private tmpfs home and ``/tmp``, a fresh unprivileged uid per
@@ -172,8 +174,38 @@ def _zero_rows(student, exercise, graded_parts: list[Part], reason: str, isolati
     ]
 
 
+# The grading server starts with these of the grader's environment variables and no others.
+# Every student's process is forked from it and can read the environment it was started with
+# (``/proc/self/environ`` once it makes itself dumpable again, or its own memory), so an
+# instructor's tokens, passwords and keys must never be in it. Kept: what Python, the
+# compilers, torch, Triton and the course read.
+_SERVER_ENV = frozenset(
+    {
+        "PATH", "HOME", "USER", "LOGNAME", "LANG", "TZ", "TMPDIR", "TERM",
+        "LD_LIBRARY_PATH", "CC", "CXX", "CUDA_VISIBLE_DEVICES", "ATEN_CPU_CAPABILITY",
+        "PYTHONPATH", "PYTHONHASHSEED", "PYTHONDONTWRITEBYTECODE", "PYTHONUNBUFFERED",
+        "PYTHONWARNINGS", "PYTHONIOENCODING", "PYTHONUTF8", "PYTHONNOUSERSITE",
+        "PYTHONUSERBASE", "PYTHONFAULTHANDLER", "PYTHONMALLOC", "PYTHONSAFEPATH",
+    }
+)  # fmt: skip
+_SERVER_ENV_PREFIXES = (
+    "LC_",
+    "PECOURSE_",
+    "TORCH_",
+    "TORCHINDUCTOR_",
+    "TRITON_",
+    "OMP_",
+    "MKL_",
+    "KMP_",
+)
+
+
 def _child_env() -> dict[str, str]:
-    env = dict(os.environ)
+    env = {
+        name: value
+        for name, value in os.environ.items()
+        if name in _SERVER_ENV or name.startswith(_SERVER_ENV_PREFIXES)
+    }
     env.update(
         {
             "PYTHONPATH": os.pathsep.join(

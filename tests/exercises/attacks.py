@@ -120,6 +120,27 @@ def attacks(solutions: str, gradebook: list[str]) -> dict[str, dict[str, str]]:
             "    pass\n" + WRONG_TABLE,
             **WRONG_REST,
         },
+        # the grader's environment variables (an instructor's tokens, passwords, keys):
+        # from its own process's initial environment, which fork copies, and from every
+        # process whose /proc entry it can read
+        "atk_read_environment": {
+            "answer_table": "import ctypes, os\n"
+            "# a process whose uid changed is not dumpable, which hides its /proc files; undo it\n"
+            "ctypes.CDLL(None).prctl(4, 1, 0, 0, 0)  # PR_SET_DUMPABLE\n"
+            "seen = dict(os.environ)\n"
+            "for pid in ['self'] + os.listdir('/proc'):\n"
+            "    try:\n"
+            "        raw = open(f'/proc/{pid}/environ', 'rb').read()\n"
+            "    except OSError:\n"
+            "        continue\n"
+            "    for entry in raw.split(b'\\0'):\n"
+            "        name, _, value = entry.decode(errors='replace').partition('=')\n"
+            "        seen.setdefault(name, value)\n"
+            "wanted = ('TOKEN', 'SECRET', 'PASSWORD', 'KEY')\n"
+            "found = sorted(f'{n}={v}' for n, v in seen.items() if any(w in n for w in wanted))\n"
+            "raise ValueError(f\"ENVIRONMENT read, PATH seen: {'PATH' in seen}; secrets: {found or 'none'}\")\n",
+            **WRONG_REST,
+        },
         # write commands into the fork server's stdin through /proc
         "atk_server_stdin": {
             "answer_table": "import os\n"

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,6 +37,9 @@ from .helpers import (
 from .wrong_answers import WRONG
 
 SLUG = "09_sinusoidal_positional_encodings"
+# A secret in the instructor's environment while the class is graded (atk_read_environment)
+SECRET_NAME = "INSTRUCTOR_API_TOKEN"
+SECRET = f"tok-{uuid.uuid4().hex}"
 HOSTILE_LIMITS = Limits(cell_timeout=4.0, wall_clock=15.0, memory_mb=2048, output_cap=10_000)
 
 
@@ -187,6 +192,8 @@ def hostile(tmp_path_factory) -> Hostile:
     nb.cells.insert(at, stub)
     _write(root, "duplicated", nb)
     _write(root, "zz_good", answered(source))  # graded last: the batch must reach it
+    before_secret = os.environ.get(SECRET_NAME)
+    os.environ[SECRET_NAME] = SECRET
     try:
         rows = grade_class(
             root,
@@ -199,6 +206,11 @@ def hostile(tmp_path_factory) -> Hostile:
         )
     except IsolationUnavailable as exc:  # pragma: no cover - CI machines are root on Linux
         pytest.skip(f"the attack class needs namespaces: {exc}")
+    finally:
+        if before_secret is None:
+            del os.environ[SECRET_NAME]
+        else:
+            os.environ[SECRET_NAME] = before_secret
     time.sleep(1.0)  # what a surviving process would have written after the grader
     survivors = processes_matching(MARKER, uid_from=UID_BASE)
     return Hostile(

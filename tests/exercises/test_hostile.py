@@ -20,7 +20,7 @@ from pecourse.exercises.grade import Limits, grade_class, write_csv
 from pecourse.exercises.notebook import grade_id, notebook_text, write_notebook
 
 from .attacks import WRONG_REST, attacks, raw_memory_scan
-from .conftest import BROKEN, SLUG, source09
+from .conftest import BROKEN, SECRET, SECRET_NAME, SLUG, source09
 from .helpers import SOLUTIONS_DIR, answered, tree_digest, typed
 
 PARTS = ["test_table", "test_shift", "test_wavelengths"]
@@ -82,6 +82,15 @@ def test_hidden_tests_and_answers_never_reach_the_student(hostile):
     assert "ModuleNotFoundError" in hostile.rows[("atk_patch_pecourse", "test_table")].reason or (
         "policy" in hostile.rows[("atk_patch_pecourse", "test_table")].reason
     )
+
+
+def test_the_graders_environment_never_reaches_the_student(hostile):
+    # The attack read its process's initial environment (/proc/self/environ: what the
+    # server was started with, copied by fork) and os.environ; the grader held a token.
+    reason = hostile.rows[("atk_read_environment", "test_table")].reason
+    assert "ENVIRONMENT read, PATH seen: True" in reason, reason
+    assert SECRET_NAME not in reason, reason
+    assert SECRET not in " ".join(r.reason for r in hostile.rows.values())
 
 
 def test_reference_implementation_is_refused_by_default(hostile):
