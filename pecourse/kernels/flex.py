@@ -306,10 +306,17 @@ def _eager_flex(q, k, v, **kwargs) -> Tensor:
 RECOMPILE_LIMIT = 64
 
 
+def recompile_limit_name() -> str:
+    """The name of dynamo's limit: ``recompile_limit`` since torch 2.7, ``cache_size_limit``
+    in 2.6 (later releases keep the old name as an alias)."""
+    config = torch._dynamo.config
+    return "recompile_limit" if hasattr(config, "recompile_limit") else "cache_size_limit"
+
+
 def _call_compiled(fn, q, k, v, kwargs) -> Tensor:
     if fn is not None:
         return fn(q, k, v, **kwargs)
-    with torch._dynamo.config.patch(recompile_limit=RECOMPILE_LIMIT):
+    with torch._dynamo.config.patch(**{recompile_limit_name(): RECOMPILE_LIMIT}):
         try:
             return _compiled_flex()(q, k, v, **kwargs)
         except Exception as exc:
