@@ -31,6 +31,12 @@ KEY_PACKAGES = (
 
 
 def _version(name: str) -> str:
+    if name == "torch":  # its own version names the build (2.13.0+cpu, 2.6.0+cu124)
+        try:
+            import torch
+        except ImportError:
+            return "not installed"
+        return torch.__version__
     try:
         return md.version(name)
     except md.PackageNotFoundError:

@@ -54,10 +54,15 @@ def test_experiment_recordings_carry_the_protocol():
         assert "bootstrap" in rec["protocol"]["perplexity_interval"]
 
 
-def _inside(fresh: dict, kept: dict, key="perplexity"):
+def _inside(fresh: dict, kept: dict, key="perplexity", *, recording: str):
+    """Inside the recorded interval; and, with the torch that made the recording, the same
+    value. Another release can draw other samples from the same seed: torch.multinomial
+    changed between 2.6 and 2.13, so 2.6 lays out other multi-key tasks and answers 148 of
+    256 where 2.13 recorded 150 (inside the interval)."""
     lo, hi = kept["ci95"]
     assert lo <= fresh[key] <= hi, (fresh, kept)
-    assert fresh[key] == pytest.approx(kept[key], rel=2e-3), (fresh, kept)
+    if recorded(recording)["versions"]["torch"] == torch.__version__:
+        assert fresh[key] == pytest.approx(kept[key], rel=2e-3), (fresh, kept)
 
 
 def _key_len(model) -> int:
@@ -67,14 +72,17 @@ def _key_len(model) -> int:
 def _extrapolation():
     rows = {r["model"]: r for r in recorded("extrapolation")["rows"]}
     fresh = ev.perplexity_interval(ev.window_losses(load_checkpoint("sinusoidal"), 128))
-    _inside(fresh, rows["sinusoidal"]["128"])
+    _inside(fresh, rows["sinusoidal"]["128"], recording="extrapolation")
 
 
 def _loss_by_position():
     rows = {r["model"]: r for r in recorded("loss_by_position")["rows"]}
     losses = ev.window_losses(load_checkpoint("rope"), 256)
     _inside(
-        ev.band_losses(losses, [(128, 256)])["128-256"], rows["rope"]["bands"]["128-256"], "loss"
+        ev.band_losses(losses, [(128, 256)])["128-256"],
+        rows["rope"]["bands"]["128-256"],
+        "loss",
+        recording="loss_by_position",
     )
 
 
@@ -86,14 +94,19 @@ def _position_shift():
     change = ev.window_losses(model, 64, positions=torch.arange(64) + 1000) - base
     lo, hi = ev.bootstrap_interval(change.mean(1))
     fresh = {"difference": float(change.mean()), "ci95": [lo, hi]}
-    _inside(fresh, rows["sinusoidal"]["paired"]["1000"], "difference")
+    _inside(fresh, rows["sinusoidal"]["paired"]["1000"], "difference", recording="position_shift")
 
 
 def _effective_context():
     rows = {r["model"]: r for r in recorded("effective_context")["rows"]}
     model = load_checkpoint("rope_passkey")
     out = ev.needle_outcomes(model, [192], key_len=_key_len(model))
-    _inside(ev.retrieval(out)[192], rows["rope"]["retrieval"]["192"], "accuracy")
+    _inside(
+        ev.retrieval(out)[192],
+        rows["rope"]["retrieval"]["192"],
+        "accuracy",
+        recording="effective_context",
+    )
 
 
 def _needle_grid():
@@ -101,7 +114,12 @@ def _needle_grid():
     rows = {r["model"]: r for r in recorded("needle_grid")["rows"]}
     model = load_checkpoint("rope_passkey")
     out = ev.needle_outcomes(model, [48], length=256, key_len=_key_len(model))
-    _inside(ev.retrieval(out)[48], rows["rope"]["grid"]["256"]["48"], "accuracy")
+    _inside(
+        ev.retrieval(out)[48],
+        rows["rope"]["grid"]["256"]["48"],
+        "accuracy",
+        recording="needle_grid",
+    )
 
 
 def _multikey():
@@ -110,9 +128,14 @@ def _multikey():
     model = load_checkpoint("t5_passkey")
     out = ev.multikey_outcomes(model, [192], keys=2)
     first = ev.multikey_ranks([192], keys=2)[192]["first"]
-    _inside(ev.retrieval(out)[192], rows["t5"]["accuracy"]["2"]["192"], "accuracy")
     _inside(
-        ev.retrieval({192: out[192][first]})[192], rows["t5"]["when_first"]["2"]["192"], "accuracy"
+        ev.retrieval(out)[192], rows["t5"]["accuracy"]["2"]["192"], "accuracy", recording="multikey"
+    )
+    _inside(
+        ev.retrieval({192: out[192][first]})[192],
+        rows["t5"]["when_first"]["2"]["192"],
+        "accuracy",
+        recording="multikey",
     )
 
 
@@ -121,7 +144,7 @@ def _rope_scaling():
     rows = {r["model"]: r for r in rec["rows"]}
     n = rec["protocol"]["extended_window"]
     fresh = ev.perplexity_interval(ev.window_losses(load_checkpoint("rope_pi_finetune"), n))
-    _inside(fresh, rows["PI + fine-tune"][str(n)])
+    _inside(fresh, rows["PI + fine-tune"][str(n)], recording="rope_scaling")
 
 
 def _augmentation():
@@ -136,14 +159,19 @@ def _augmentation():
     fresh = ev.perplexity_interval(
         ev.window_losses(load_checkpoint("rope_randomized"), n, positions=ids)
     )
-    _inside(fresh, row[str(n)])
+    _inside(fresh, row[str(n)], recording="augmentation")
 
 
 def _rope_base():
     rows = {r["model"]: r for r in recorded("rope_base")["rows"]}
     model = load_checkpoint("rope_base_low_passkey")
     out = ev.needle_outcomes(model, [32], length=64, key_len=_key_len(model))
-    _inside(ev.retrieval(out)[32], rows["rope_base_low"]["retrieval"]["32"], "accuracy")
+    _inside(
+        ev.retrieval(out)[32],
+        rows["rope_base_low"]["retrieval"]["32"],
+        "accuracy",
+        recording="rope_base",
+    )
 
 
 RECOMPUTE = {
