@@ -4,8 +4,9 @@ import json
 from importlib import resources
 
 import pytest
+import torch
 
-from pecourse.results import recorded, recordings
+from pecourse.results import made_with_this_torch, recorded, recordings
 
 
 def test_every_recording_loads_with_the_one_loader():
@@ -19,3 +20,11 @@ def test_every_recording_loads_with_the_one_loader():
 def test_an_unknown_recording_is_refused_by_name():
     with pytest.raises(ValueError, match=r"name must be one of the recordings .*extrapolation"):
         recorded("no_such_recording")
+
+
+def test_a_live_cell_is_held_to_the_recorded_value_only_under_the_recording_torch():
+    record = recorded("multikey")
+    assert made_with_this_torch(record) == (record["versions"]["torch"] == torch.__version__)
+    assert made_with_this_torch({**record, "versions": {"torch": torch.__version__}})
+    assert not made_with_this_torch({**record, "versions": {"torch": "2.6.0+not-this-build"}})
+    assert not made_with_this_torch({"rows": []})  # no versions recorded: not known to match

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from importlib import resources
 
-__all__ = ["recorded", "recordings", "fmt", "order"]
+__all__ = ["recorded", "recordings", "fmt", "order", "made_with_this_torch"]
 
 
 def recordings() -> list[str]:
@@ -30,6 +30,19 @@ def recorded(name: str) -> dict:
     if name not in names:
         raise ValueError(f"name must be one of the recordings {names}; got {name!r}")
     return json.loads(resources.files(__package__).joinpath(f"{name}.json").read_text())
+
+
+def made_with_this_torch(record: dict) -> bool:
+    """Whether the installed torch is the release that made ``record`` (its ``versions``).
+
+    Only then does a live recomputation draw the very samples the recording drew: another
+    release can draw differently from the same seed (``torch.multinomial`` does between 2.6
+    and 2.13). A second sample can fall outside the first one's interval; what can be
+    checked is that the recording cannot tell the two apart (:func:`order` gives 0).
+    """
+    import torch
+
+    return record.get("versions", {}).get("torch") == torch.__version__
 
 
 def _value(cell: dict, key: str | None) -> float:

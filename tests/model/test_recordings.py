@@ -7,7 +7,7 @@ import torch
 from pecourse import evaluate as ev
 from pecourse import experiments as ex
 from pecourse.model import checkpoint_sha256, list_checkpoints, load_checkpoint
-from pecourse.results import recorded, recordings
+from pecourse.results import made_with_this_torch, order, recorded, recordings
 
 #: Recordings measured (at least partly) on shipped checkpoints: they must name them.
 FROM_CHECKPOINTS = {
@@ -55,14 +55,17 @@ def test_experiment_recordings_carry_the_protocol():
 
 
 def _inside(fresh: dict, kept: dict, key="perplexity", *, recording: str):
-    """Inside the recorded interval; and, with the torch that made the recording, the same
-    value. Another release can draw other samples from the same seed: torch.multinomial
-    changed between 2.6 and 2.13, so 2.6 lays out other multi-key tasks and answers 148 of
-    256 where 2.13 recorded 150 (inside the interval)."""
+    """With the torch that made the recording: the recorded value, inside its interval.
+    Another release can draw other samples from the same seed (torch.multinomial changed
+    between 2.6 and 2.13: 2.6 lays out other multi-key tasks), and a second sample may fall
+    outside the first one's interval; then it must be one the recording cannot tell apart
+    from its own (the two intervals overlap)."""
+    if not made_with_this_torch(recorded(recording)):
+        assert order(fresh, kept) == 0, (fresh, kept)
+        return
     lo, hi = kept["ci95"]
     assert lo <= fresh[key] <= hi, (fresh, kept)
-    if recorded(recording)["versions"]["torch"] == torch.__version__:
-        assert fresh[key] == pytest.approx(kept[key], rel=2e-3), (fresh, kept)
+    assert fresh[key] == pytest.approx(kept[key], rel=2e-3), (fresh, kept)
 
 
 def _key_len(model) -> int:
