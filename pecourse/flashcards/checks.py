@@ -23,6 +23,7 @@ a numeric card without a check, and a check whose function is missing.
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Callable
 
@@ -378,8 +379,12 @@ def llama4_query_temperature(i: int) -> dict:
 
     query = torch.zeros(1, 1, 4)
     query[..., 0] = 1.0
+    # The cache argument is ``cache`` in transformers 5.25 and ``past_key_values`` in 5.20
+    # (the newest release for Python 3.10), which would pass ``cache`` on in **kwargs unread.
+    takes = inspect.signature(attn.forward).parameters
+    cache = {"cache" if "cache" in takes else "past_key_values": TwoKeys()}
     with torch.no_grad():
-        weight = float(attn(query, None, None, cache=TwoKeys())[0][0, 0, 0])
+        weight = float(attn(query, None, None, **cache)[0][0, 0, 0])
     # weight = sigmoid(τ · q·k · scaling) with q·k = 1
     return {"value": math.log(weight / (1 - weight)) / attn.scaling, "i": i}
 
