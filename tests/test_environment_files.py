@@ -5,10 +5,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-import tomllib
 import yaml
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10: the same parser as tomli (a dev requirement there)
+    import tomli as tomllib
 
 ROOT = Path(__file__).resolve().parent.parent
 # conda-forge spells a few packages differently from PyPI.

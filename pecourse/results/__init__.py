@@ -37,12 +37,17 @@ def made_with_this_torch(record: dict) -> bool:
 
     Only then does a live recomputation draw the very samples the recording drew: another
     release can draw differently from the same seed (``torch.multinomial`` does between 2.6
-    and 2.13). A second sample can fall outside the first one's interval; what can be
-    checked is that the recording cannot tell the two apart (:func:`order` gives 0).
+    and 2.13). The build tag is set aside: 2.13.0+cu130 under Python 3.10 draws what
+    2.13.0+cpu recorded. A second sample can fall outside the first one's interval; what can
+    be checked is that the recording cannot tell the two apart (:func:`order` gives 0).
     """
     import torch
 
-    return record.get("versions", {}).get("torch") == torch.__version__
+    def release(version: str | None) -> str | None:
+        return version.split("+")[0] if isinstance(version, str) else None
+
+    recorded_with = release(record.get("versions", {}).get("torch"))
+    return recorded_with is not None and recorded_with == release(torch.__version__)
 
 
 def _value(cell: dict, key: str | None) -> float:
