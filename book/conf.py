@@ -66,7 +66,11 @@ def _maths_for_widgets(app, pagename, templatename, context, doctree):
     """Load MathJax on pages with saved widgets: an HTMLMath widget typesets with it, and
     Sphinx on its own loads MathJax only on pages whose text has maths."""
     if "application/vnd.jupyter.widget-view+json" in context.get("body", ""):
-        context["has_maths_elements"] = True
+        context["has_maths_elements"] = True  # what sphinx.ext.mathjax reads in Sphinx 9.0
+        # Sphinx 8.1 (what pip picks on Python 3.10) asks the math domain instead
+        flags = app.env.domains.math_domain.data.get("has_equations")
+        if isinstance(flags, dict):
+            flags[pagename] = True
 
 
 def setup(app):
