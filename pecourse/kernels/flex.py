@@ -307,8 +307,9 @@ RECOMPILE_LIMIT = 64
 
 
 def recompile_limit_name() -> str:
-    """The name of dynamo's limit: ``recompile_limit`` since torch 2.7, ``cache_size_limit``
-    in 2.6 (later releases keep the old name as an alias)."""
+    """The name of dynamo's limit: ``recompile_limit`` since torch 2.7 (pytorch PR 143709,
+    merged after 2.6 branched), ``cache_size_limit`` in 2.6 (later releases keep the old name
+    as an alias; 2.11 and 2.13 checked)."""
     config = torch._dynamo.config
     return "recompile_limit" if hasattr(config, "recompile_limit") else "cache_size_limit"
 
