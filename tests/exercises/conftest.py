@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import time
 import uuid
 from dataclasses import dataclass
@@ -192,25 +191,20 @@ def hostile(tmp_path_factory) -> Hostile:
     nb.cells.insert(at, stub)
     _write(root, "duplicated", nb)
     _write(root, "zz_good", answered(source))  # graded last: the batch must reach it
-    before_secret = os.environ.get(SECRET_NAME)
-    os.environ[SECRET_NAME] = SECRET
     try:
-        rows = grade_class(
-            root,
-            exercises=[SLUG],
-            limits=HOSTILE_LIMITS,
-            jobs=2,
-            progress=False,
-            isolation="namespaces",
-            protected=[str(book)],
-        )
+        with pytest.MonkeyPatch.context() as env:
+            env.setenv(SECRET_NAME, SECRET)
+            rows = grade_class(
+                root,
+                exercises=[SLUG],
+                limits=HOSTILE_LIMITS,
+                jobs=2,
+                progress=False,
+                isolation="namespaces",
+                protected=[str(book)],
+            )
     except IsolationUnavailable as exc:  # pragma: no cover - CI machines are root on Linux
         pytest.skip(f"the attack class needs namespaces: {exc}")
-    finally:
-        if before_secret is None:
-            del os.environ[SECRET_NAME]
-        else:
-            os.environ[SECRET_NAME] = before_secret
     time.sleep(1.0)  # what a surviving process would have written after the grader
     survivors = processes_matching(MARKER, uid_from=UID_BASE)
     return Hostile(

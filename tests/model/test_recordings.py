@@ -54,13 +54,13 @@ def test_experiment_recordings_carry_the_protocol():
         assert "bootstrap" in rec["protocol"]["perplexity_interval"]
 
 
-def _inside(fresh: dict, kept: dict, key="perplexity", *, recording: str):
+def _inside(fresh: dict, kept: dict, key="perplexity", *, record: dict):
     """With the torch that made the recording: the recorded value, inside its interval.
     Another release can draw other samples from the same seed (torch.multinomial changed
     between 2.6 and 2.13: 2.6 lays out other multi-key tasks), and a second sample may fall
     outside the first one's interval; then it must be one the recording cannot tell apart
     from its own (the two intervals overlap)."""
-    if not made_with_this_torch(recorded(recording)):
+    if not made_with_this_torch(record):
         assert order(fresh, kept) == 0, (fresh, kept)
         return
     lo, hi = kept["ci95"]
@@ -73,72 +73,76 @@ def _key_len(model) -> int:
 
 
 def _extrapolation():
-    rows = {r["model"]: r for r in recorded("extrapolation")["rows"]}
+    rec = recorded("extrapolation")
+    rows = {r["model"]: r for r in rec["rows"]}
     fresh = ev.perplexity_interval(ev.window_losses(load_checkpoint("sinusoidal"), 128))
-    _inside(fresh, rows["sinusoidal"]["128"], recording="extrapolation")
+    _inside(fresh, rows["sinusoidal"]["128"], record=rec)
 
 
 def _loss_by_position():
-    rows = {r["model"]: r for r in recorded("loss_by_position")["rows"]}
+    rec = recorded("loss_by_position")
+    rows = {r["model"]: r for r in rec["rows"]}
     losses = ev.window_losses(load_checkpoint("rope"), 256)
     _inside(
         ev.band_losses(losses, [(128, 256)])["128-256"],
         rows["rope"]["bands"]["128-256"],
         "loss",
-        recording="loss_by_position",
+        record=rec,
     )
 
 
 def _position_shift():
     # the sinusoidal model with every id shifted by 1,000: the paired change of its loss
-    rows = {r["model"]: r for r in recorded("position_shift")["rows"]}
+    rec = recorded("position_shift")
+    rows = {r["model"]: r for r in rec["rows"]}
     model = load_checkpoint("sinusoidal")
     base = ev.window_losses(model, 64)
     change = ev.window_losses(model, 64, positions=torch.arange(64) + 1000) - base
     lo, hi = ev.bootstrap_interval(change.mean(1))
     fresh = {"difference": float(change.mean()), "ci95": [lo, hi]}
-    _inside(fresh, rows["sinusoidal"]["paired"]["1000"], "difference", recording="position_shift")
+    _inside(fresh, rows["sinusoidal"]["paired"]["1000"], "difference", record=rec)
 
 
 def _effective_context():
-    rows = {r["model"]: r for r in recorded("effective_context")["rows"]}
+    rec = recorded("effective_context")
+    rows = {r["model"]: r for r in rec["rows"]}
     model = load_checkpoint("rope_passkey")
     out = ev.needle_outcomes(model, [192], key_len=_key_len(model))
     _inside(
         ev.retrieval(out)[192],
         rows["rope"]["retrieval"]["192"],
         "accuracy",
-        recording="effective_context",
+        record=rec,
     )
 
 
 def _needle_grid():
     # a cell where a longer sequence (the needle no further away) changed RoPE's answer
-    rows = {r["model"]: r for r in recorded("needle_grid")["rows"]}
+    rec = recorded("needle_grid")
+    rows = {r["model"]: r for r in rec["rows"]}
     model = load_checkpoint("rope_passkey")
     out = ev.needle_outcomes(model, [48], length=256, key_len=_key_len(model))
     _inside(
         ev.retrieval(out)[48],
         rows["rope"]["grid"]["256"]["48"],
         "accuracy",
-        recording="needle_grid",
+        record=rec,
     )
 
 
 def _multikey():
     # T5 with one distractor, the target far back: right mostly when its needle comes first
-    rows = {r["model"]: r for r in recorded("multikey")["rows"]}
+    rec = recorded("multikey")
+    rows = {r["model"]: r for r in rec["rows"]}
     model = load_checkpoint("t5_passkey")
     out = ev.multikey_outcomes(model, [192], keys=2)
     first = ev.multikey_ranks([192], keys=2)[192]["first"]
-    _inside(
-        ev.retrieval(out)[192], rows["t5"]["accuracy"]["2"]["192"], "accuracy", recording="multikey"
-    )
+    _inside(ev.retrieval(out)[192], rows["t5"]["accuracy"]["2"]["192"], "accuracy", record=rec)
     _inside(
         ev.retrieval({192: out[192][first]})[192],
         rows["t5"]["when_first"]["2"]["192"],
         "accuracy",
-        recording="multikey",
+        record=rec,
     )
 
 
@@ -147,7 +151,7 @@ def _rope_scaling():
     rows = {r["model"]: r for r in rec["rows"]}
     n = rec["protocol"]["extended_window"]
     fresh = ev.perplexity_interval(ev.window_losses(load_checkpoint("rope_pi_finetune"), n))
-    _inside(fresh, rows["PI + fine-tune"][str(n)], recording="rope_scaling")
+    _inside(fresh, rows["PI + fine-tune"][str(n)], record=rec)
 
 
 def _augmentation():
@@ -162,18 +166,19 @@ def _augmentation():
     fresh = ev.perplexity_interval(
         ev.window_losses(load_checkpoint("rope_randomized"), n, positions=ids)
     )
-    _inside(fresh, row[str(n)], recording="augmentation")
+    _inside(fresh, row[str(n)], record=rec)
 
 
 def _rope_base():
-    rows = {r["model"]: r for r in recorded("rope_base")["rows"]}
+    rec = recorded("rope_base")
+    rows = {r["model"]: r for r in rec["rows"]}
     model = load_checkpoint("rope_base_low_passkey")
     out = ev.needle_outcomes(model, [32], length=64, key_len=_key_len(model))
     _inside(
         ev.retrieval(out)[32],
         rows["rope_base_low"]["retrieval"]["32"],
         "accuracy",
-        recording="rope_base",
+        record=rec,
     )
 
 
