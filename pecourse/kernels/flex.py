@@ -307,9 +307,9 @@ RECOMPILE_LIMIT = 64
 
 
 def recompile_limit_name() -> str:
-    """The name of dynamo's limit: ``recompile_limit`` since torch 2.7 (pytorch PR 143709,
-    merged after 2.6 branched), ``cache_size_limit`` in 2.6 (later releases keep the old name
-    as an alias; 2.11 and 2.13 checked)."""
+    """The name of dynamo's limit: ``cache_size_limit`` in torch 2.6, ``recompile_limit``
+    after the rename of pytorch PR 143709 (Dec 2024); 2.11 and 2.13, checked here, have the
+    new name and keep the old one as an alias."""
     config = torch._dynamo.config
     return "recompile_limit" if hasattr(config, "recompile_limit") else "cache_size_limit"
 
