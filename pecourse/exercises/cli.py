@@ -25,14 +25,28 @@ def _build(args) -> int:
 
 
 def _nbgrader(args) -> int:
-    from .nbgrader import write_course
+    from .nbgrader import (
+        CHECKSUM_NOTE,
+        nbgrader_command,
+        nbgrader_installed,
+        next_steps,
+        write_course,
+    )
 
     written = write_course(args.course_dir, args.source)
     print(f"wrote an nbgrader course with {len(written)} assignment(s) in {args.course_dir}")
-    print(
-        "next: cd there, then `nbgrader generate_assignment --all` and, once submissions are "
-        "in submitted/, `nbgrader autograde --all --create`"
-    )
+    if not nbgrader_installed():
+        print(
+            "nbgrader is not installed here: pip install 'pecourse[instructor]', then run this again"
+        )
+        return 0
+    before, after = next_steps(args.course_dir, nbgrader_command())
+    print("next, in a shell:")
+    print("\n".join(f"  {line}" for line in before))
+    print("then, with each student's notebooks in submitted/<student>/<assignment>/:")
+    print("\n".join(f"  {line}" for line in after))
+    print("feedback/<student>/<assignment>/ then holds each student's graded notebook as HTML.")
+    print(f"note: {CHECKSUM_NOTE}")
     return 0
 
 
