@@ -10,7 +10,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.pecourse-installed
-EXTRAS ?= dev,instructor,book
+EXTRAS ?= dev,instructor,book,hub
 
 .PHONY: setup lab test lint format outputs exercises checkpoints results book book-check clean
 
