@@ -169,9 +169,9 @@ def test_hidden_failures_say_expected_and_got(class_rows):
         r.reason
         for r in class_rows
         if (r.student, r.exercise, r.part)
-        == ("cyd", "09_sinusoidal_positional_encodings", "test_wavelengths")
+        == ("dan", "02_why_attention_needs_positions", "test_positions")
     )
-    assert reason.startswith("AssertionError: wavelengths(8, 10000.0): ")
+    assert reason.startswith("AssertionError: attention_with_positions(x [9, 6], d_k=2): ")
     assert "expected" in reason and "got" in reason and "hint:" in reason
     dtype = next(
         r.reason
