@@ -34,8 +34,10 @@ back as plain data. Expected values, ``torch.allclose``, ``abs``, ``pecourse``'s
 reference code all live in the judge, which the student's process cannot reach: patching
 them in the notebook changes nothing, a function that inspects its caller finds only the
 request loop, and nothing the student's process sends can be anything but the value its
-function returned. The global torch random state travels with each request and comes
-back, so seeded tests behave exactly as in one kernel (``pecourse check`` and nbgrader).
+function returned, plus the arguments it changed in place, which the judge writes into the
+test's own tensors (as one kernel would show them). No other state comes back: the judge
+seeds torch, numpy and ``random`` from each test cell's ``grade_id`` before it runs the
+cell and sends its torch random state on when it moved, but never takes the student's.
 
 What crosses between the two is plain data, so an exercise's functions must take and return
 plain data (tensors, numbers, strings, lists, dicts, dtypes; a ``torch.Generator`` travels
@@ -53,7 +55,7 @@ ends), ``workdir`` and ``scratch`` (the fallback's working and temporary directo
 
 Limits: each cell (and each test cell as a whole) gets ``cell_timeout`` seconds, enforced
 in the student's process by ``SIGALRM`` and by the judge, which kills a student that
-ignores it; ``RLIMIT_AS``, ``RLIMIT_NPROC``, ``RLIMIT_FSIZE``; printed output is kept up
+ignores it (callbacks into the judge do not extend it); ``RLIMIT_AS``, ``RLIMIT_NPROC``, ``RLIMIT_FSIZE``; printed output is kept up
 to ``output_cap`` characters; messages are capped at :data:`wire.MAX_MESSAGE`.
 """
 
@@ -66,6 +68,7 @@ import signal
 import socket
 import sys
 import time
+import zlib
 
 from . import sandbox, wire
 
@@ -211,15 +214,17 @@ class Channel:
         self.handle = handle  # (header, tensors) -> (header, tensors)
 
     def request(self, header: dict, tensors: dict | None = None, timeout: float | None = None):
-        self.sock.settimeout(timeout)
-        wire.send(self.sock, header, tensors)
+        """The reply; ``timeout`` bounds the whole exchange, callbacks included."""
+        end = None if timeout is None else time.monotonic() + timeout
         while True:
+            self.sock.settimeout(None if end is None else max(0.001, end - time.monotonic()))
+            if header is not None:
+                wire.send(self.sock, header, tensors)
+                header = None
             reply, blobs = wire.recv(self.sock)
-            if "op" in reply:
-                self.reply(*self.handle(reply, blobs))
-                self.sock.settimeout(timeout)
-                continue
-            return reply, blobs
+            if "op" not in reply:
+                return reply, blobs
+            self.reply(*self.handle(reply, blobs))
 
     def reply(self, header: dict, tensors: dict | None = None) -> None:
         wire.send(self.sock, header, tensors)
@@ -334,15 +339,11 @@ def student_main(sock: socket.socket, job: dict, level: str, plan) -> None:
             raise rebuild_exception(reply["raised"])
         return wire.decode(reply["result"], blobs)
 
-    def set_state(blobs, key):
-        if key in blobs:
-            torch.set_rng_state(blobs[key])
-        return torch.get_rng_state()
-
-    def changed(before):
-        """The RNG state, if the request changed it (the judge keeps its copy otherwise)."""
-        after = torch.get_rng_state()
-        return {} if torch.equal(after, before) else {"rng": after}
+    def take_rng(blobs):
+        """The judge's random state, sent when its stream moved: the answer draws from it.
+        Nothing goes back: the judge never takes a random state from this process."""
+        if "rng" in blobs:
+            torch.set_rng_state(blobs.pop("rng"))
 
     def handle(header, blobs):
         op = header.get("op")
@@ -350,7 +351,7 @@ def student_main(sock: socket.socket, job: dict, level: str, plan) -> None:
             os._exit(0)
         budget = float(header.get("budget", job["cell_timeout"]))
         if op == "cell":
-            before = set_state(blobs, "rng")
+            take_rng(blobs)
             printed_before = out.size
             error = None
             try:
@@ -365,11 +366,7 @@ def student_main(sock: socket.socket, job: dict, level: str, plan) -> None:
             except BaseException as exc:  # noqa: BLE001 - a timeout outside the learner's code, ...
                 signal.setitimer(signal.ITIMER_REAL, 0)
                 error = describe(exc, memory_mb, budget)
-            return {
-                "ok": error is None,
-                "error": error,
-                "printed": out.size - printed_before,
-            }, changed(before)
+            return {"ok": error is None, "error": error, "printed": out.size - printed_before}, {}
         if op == "names":
             values = {}
             items = []
@@ -384,8 +381,11 @@ def student_main(sock: socket.socket, job: dict, level: str, plan) -> None:
             tree, tensors = _safe_encode({k: v for k, v in items})
             return {"kinds": values, "values": tree}, tensors
         if op == "call":
-            before = set_state(blobs, "rng")
+            take_rng(blobs)
             generators: dict = {}
+            # the arguments as sent: an argument the function changes in place goes back,
+            # so that the test sees it changed, as it would in one kernel
+            sent = {key: t.clone() for key, t in blobs.items()}
             try:
                 args, kwargs = wire.decode(
                     header["args"], blobs, invoke=invoke, generators=generators
@@ -402,7 +402,8 @@ def student_main(sock: socket.socket, job: dict, level: str, plan) -> None:
                 signal.setitimer(signal.ITIMER_REAL, 0)
                 reply, tensors = {"raised": _raised_payload(exc)}, {}
             tensors = dict(tensors)
-            tensors.update(changed(before))
+            reply["changed"] = [k for k, t in sent.items() if not _same_bytes(t, blobs[k])]
+            tensors.update({f"arg{k}": blobs[k].detach() for k in reply["changed"]})
             reply["generators"] = []
             for handle_id, g in generators.items():
                 key = f"gen{handle_id}"
@@ -424,6 +425,16 @@ def student_main(sock: socket.socket, job: dict, level: str, plan) -> None:
         except (wire.WireError, OSError):
             os._exit(0)
         channel.reply(*handle(header, blobs))
+
+
+def _same_bytes(a, b) -> bool:
+    """Same shape, dtype and bytes (NaN included)."""
+    import torch
+
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    bytes_of = lambda t: t.detach().reshape(-1).view(torch.uint8)  # noqa: E731
+    return torch.equal(bytes_of(a), bytes_of(b))
 
 
 def _safe_encode(value):
@@ -470,7 +481,7 @@ class Judge:
         self.callables: dict[int, object] = {}
         self.ns: dict = {"__name__": "__main__", "__builtins__": builtins}
         self.channel: Channel | None = None
-        self._rng_known = None  # the torch RNG state the student's process holds, if known
+        self._rng_sent = None  # the torch RNG state last sent to the student's process
 
     # ----------------------------------------------------------------- process set-up
     def spawn(self, keep_closed: tuple[int, ...] = ()) -> None:
@@ -630,8 +641,8 @@ class Judge:
         header["budget"] = budget
         tensors = dict(tensors or {})
         state = self.torch.get_rng_state()
-        if self._rng_known is None or not self.torch.equal(state, self._rng_known):
-            tensors["rng"] = state  # the student's process has another state: send ours
+        if self._rng_sent is None or not self.torch.equal(state, self._rng_sent):
+            tensors["rng"] = self._rng_sent = state  # the judge's stream moved: send it
         try:
             reply, blobs = self.channel.request(header, tensors, timeout=budget + GRACE)
         except TimeoutError:
@@ -646,13 +657,6 @@ class Judge:
         if "setup_failed" in reply:
             self._stop("the sandbox could not be set up: " + clean_text(reply["setup_failed"]))
             raise StudentGone(self.gone)
-        self._rng_known = state
-        if "rng" in blobs:  # the student's side drew random numbers: the stream goes on from there
-            try:
-                self.torch.set_rng_state(blobs["rng"])
-                self._rng_known = blobs["rng"]
-            except (RuntimeError, TypeError):
-                self._rng_known = None
         return reply, blobs
 
     def _why_gone(self, exc) -> str:
@@ -730,10 +734,15 @@ class Judge:
 
     def call(self, name: str, args, kwargs):
         generators: dict = {}
+        origins: dict = {}
         tree, tensors = wire.encode(
-            (list(args), kwargs), callables=self.callables, generators=generators
+            (list(args), kwargs), callables=self.callables, generators=generators, origins=origins
         )
         reply, blobs = self._request({"op": "call", "name": name, "args": tree}, tensors)
+        changed = reply.get("changed")
+        for key in changed if isinstance(changed, list) else []:
+            if key in origins and f"arg{key}" in blobs:
+                _changed_in_place(name, origins[key], blobs[f"arg{key}"])
         pairs = reply.get("generators")
         for pair in pairs if isinstance(pairs, list) else []:
             if isinstance(pair, list) and len(pair) == 2 and isinstance(pair[1], str):
@@ -819,6 +828,7 @@ class Judge:
                     try:
                         self.deadline = time.monotonic() + self.cell_timeout
                         self.refresh_names()
+                        _reseed(gid or "test")
                         error = self.run_judge_cell(source, gid or "test")
                     except StudentGone as exc:
                         error = str(exc)
@@ -854,6 +864,36 @@ class Judge:
                 except ChildProcessError:
                     pass
         sandbox.kill_descendants(os.getpid())
+
+
+def _reseed(grade_id: str) -> None:
+    """Seed the judge's random generators from the test cell's id: its inputs are the same
+    whatever the notebook, or an earlier part, drew or failed to draw."""
+    import random
+
+    import numpy as np
+    import torch
+
+    seed = zlib.crc32(grade_id.encode())
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def _changed_in_place(name: str, origin, new) -> None:
+    """Write into the test's own tensor or array what the answer wrote into its copy."""
+    import torch
+
+    target = origin if isinstance(origin, torch.Tensor) else torch.from_numpy(origin)
+    target = target.detach()
+    if target.is_complex():
+        target = torch.view_as_real(target)
+    if target.shape != new.shape or target.dtype != new.dtype:
+        raise TypeError(f"{name}(...) changed the shape or dtype of an argument in place")
+    try:
+        target.copy_(new)
+    except (RuntimeError, ValueError):  # a read-only array, an expanded view...
+        pass
 
 
 def _open_fds() -> list[int]:

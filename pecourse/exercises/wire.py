@@ -82,12 +82,13 @@ def _dtype_name(dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
 
-def encode(obj, *, callables=None, generators=None):
+def encode(obj, *, callables=None, generators=None, origins=None):
     """``(tree, tensors)``: a JSON-able tree and ``{key: tensor}`` for safetensors.
 
     ``callables``: a dict that receives ``handle -> callable`` for functions in ``obj``
     (allowed on the judge's side only; ``None`` turns them into :class:`NotPlainData`).
     ``generators``: a dict that receives ``handle -> torch.Generator`` (their state is sent).
+    ``origins``: a dict that receives ``key -> the tensor or array it copies``.
     """
     import numpy as np
     import torch
@@ -95,9 +96,11 @@ def encode(obj, *, callables=None, generators=None):
     tensors: dict[str, object] = {}
     count = [0]
 
-    def put(t) -> str:
+    def put(t, origin=None) -> str:
         key = str(len(tensors))
         tensors[key] = t
+        if origins is not None and origin is not None:
+            origins[key] = origin
         return key
 
     def enc(x, depth):
@@ -123,12 +126,12 @@ def encode(obj, *, callables=None, generators=None):
             if t.is_complex():
                 node["complex"] = True
                 t = torch.view_as_real(t)
-            node["$tensor"] = put(t.contiguous().clone())
+            node["$tensor"] = put(t.contiguous().clone(), x)
             return node
         if isinstance(x, np.ndarray):
             if x.dtype.kind not in "biuf" or x.dtype.byteorder not in "=|<":
                 return {"$opaque": f"numpy.ndarray of {x.dtype}"}
-            return {"$ndarray": put(torch.from_numpy(np.ascontiguousarray(x).copy()))}
+            return {"$ndarray": put(torch.from_numpy(np.ascontiguousarray(x).copy()), x)}
         if isinstance(x, np.generic):
             if x.dtype.kind not in "biuf":
                 return {"$opaque": f"numpy.{type(x).__name__}"}
