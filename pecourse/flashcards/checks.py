@@ -43,14 +43,6 @@ def check(fn: Callable) -> Callable:
 
 
 @check
-def learned_table_parameters(max_positions: int, d_model: int) -> int:
-    from pecourse.positions.absolute import LearnedAbsolute
-
-    table = LearnedAbsolute(max_positions=max_positions, d_model=d_model)
-    return sum(p.numel() for p in table.parameters())
-
-
-@check
 def gpt2_config(field: str) -> int:
     from transformers import GPT2Config
 
@@ -60,7 +52,6 @@ def gpt2_config(field: str) -> int:
 # -- 03 ALiBi ------------------------------------------------------------------------------
 
 
-@check
 def alibi_slope(num_heads: int, head: int) -> float:
     """Slope of head ``head`` (1-based, as in the paper) of ``num_heads``."""
     from pecourse.positions.alibi import slopes
@@ -70,7 +61,25 @@ def alibi_slope(num_heads: int, head: int) -> float:
 
 @check
 def alibi_slope_formula(num_heads: int, head: int) -> dict:
-    return {"value": alibi_slope(num_heads, head), "h": head, "n": num_heads}
+    from pecourse.positions.alibi import slopes
+
+    return {"value": float(slopes(num_heads).double()[head - 1]), "h": head, "n": num_heads}
+
+
+@check
+def alibi_slopes_non_power_of_two(num_heads: int) -> bool:
+    """The card's rule for any head count (the power of two ``p`` below ``n`` gives its ``p``
+    geometric slopes, then every other slope of ``2p``), written out here and compared with
+    transformers' BLOOM ``build_alibi_tensor``, the released implementation."""
+    import torch
+    from transformers.models.bloom.modeling_bloom import build_alibi_tensor
+
+    p = 2 ** math.floor(math.log2(num_heads))
+    rule = [2 ** (-8 * h / p) for h in range(1, p + 1)]
+    rule += [2 ** (-8 * h / (2 * p)) for h in range(1, 2 * p + 1)][0::2][: num_heads - p]
+    mask = torch.ones(1, 2, dtype=torch.long)
+    bloom = build_alibi_tensor(mask, num_heads, torch.float64)[:, 0, 1]  # slope × key index 1
+    return bool(torch.allclose(bloom, torch.tensor(rule, dtype=torch.float64), rtol=1e-6))
 
 
 @check
@@ -165,34 +174,7 @@ def rope_pairs(head_dim: int) -> int:
     return inv_freq(head_dim).numel()
 
 
-@check
-def mrope_axis_coordinates(head_dim: int, sections: list, axis: int, edge: str) -> int:
-    """Which head coordinates M-RoPE's section ``axis`` rotates (package, half pairing):
-    the first or last coordinate of the second block it touches."""
-    import torch
-
-    from pecourse.positions.multidim import apply_mrope
-
-    ids = torch.zeros(3, 1, 1, dtype=torch.long)
-    ids[axis] = 7  # only this axis moves
-    x = torch.ones(1, 1, 1, head_dim, dtype=torch.float64)
-    moved = (apply_mrope(x, ids, sections) - x).abs()[0, 0, 0] > 1e-9
-    changed = torch.nonzero(moved).flatten().tolist()
-    second = [c for c in changed if c >= head_dim // 2]
-    return {"start": second[0], "end": second[-1]}[edge]
-
-
 # -- 07 relative representations -----------------------------------------------------------------
-
-
-@check
-def t5_bucket_of(relative_position: int, bidirectional: bool = True) -> int:
-    import torch
-
-    from pecourse.positions.relative import t5_bucket
-
-    rel = torch.tensor([relative_position])
-    return int(t5_bucket(rel, bidirectional=bidirectional)[0])
 
 
 @check
@@ -215,6 +197,34 @@ def shaw_clip(k: int, i: int, j: int, length: int) -> dict:
     return {"value": value, "i": i, "j": j, "k": k}
 
 
+@check
+def t5_exact_offsets(bidirectional: bool, num_buckets: int = 32, max_distance: int = 128) -> int:
+    """How many offsets back, from 0, have a bucket to themselves (no other offset shares it)."""
+    import torch
+
+    from pecourse.positions.relative import t5_bucket
+
+    back = torch.arange(0, 4 * max_distance)
+    bucket = t5_bucket(-back, bidirectional=bidirectional, num_buckets=num_buckets,
+                       max_distance=max_distance)  # fmt: skip
+    alone = torch.bincount(bucket)[bucket] == 1
+    return int(alone.long().cumprod(0).sum())
+
+
+@check
+def t5_log_buckets(bidirectional: bool, num_buckets: int = 32, max_distance: int = 128) -> int:
+    """How many distinct buckets the offsets past the exact ones share (one direction)."""
+    import torch
+
+    from pecourse.positions.relative import t5_bucket
+
+    exact = t5_exact_offsets(bidirectional, num_buckets, max_distance)
+    back = torch.arange(exact, 4 * max_distance)
+    bucket = t5_bucket(-back, bidirectional=bidirectional, num_buckets=num_buckets,
+                       max_distance=max_distance)  # fmt: skip
+    return int(bucket.unique().numel())
+
+
 # -- 08 RoPE ---------------------------------------------------------------------------------------
 
 
@@ -226,15 +236,58 @@ def rope_theta(head_dim: int, base: float, i: int) -> dict:
 
 
 @check
-def rope_wavelength(base: float, head_dim: int, pair: int) -> float:
+def rope_wavelength_formula(head_dim: int, base: float, i: int) -> dict:
     from pecourse.positions.rope import inv_freq
 
-    return 2 * math.pi / float(inv_freq(head_dim, base)[pair])
+    value = 2 * math.pi / float(inv_freq(head_dim, base)[i])
+    return {"value": value, "b": base, "d": head_dim, "i": i}
 
 
 @check
-def rope_wavelength_formula(head_dim: int, base: float, i: int) -> dict:
-    return {"value": rope_wavelength(base, head_dim, i), "b": base, "d": head_dim, "i": i}
+def rope_slowest_just_under(head_dim: int, base: float) -> bool:
+    """The slowest pair's wavelength lies below ``2πb`` and above half of it."""
+    from pecourse.positions.rope import inv_freq
+
+    slowest = 2 * math.pi / float(inv_freq(head_dim, base)[-1])
+    return 0.5 * 2 * math.pi * base < slowest < 2 * math.pi * base
+
+
+@check
+def meta_to_half_permutation(head_dim: int, num_heads: int, seq: int = 7) -> bool:
+    """Meta's interleaved RoPE (complex multiplication, as in meta-llama's ``apply_rotary_emb``,
+    written out here) against transformers' ``apply_rotary_pos_emb`` (``rotate_half``) on
+    weights whose rows are reordered per head as the card says: even rows, then odd. True
+    when the scores agree with the reordering and disagree without it."""
+    import torch
+    from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
+
+    gen = torch.Generator().manual_seed(0)
+    d_in = 16
+    x = torch.randn(seq, d_in, dtype=torch.float64, generator=gen)
+    wq, wk = (torch.randn(num_heads * head_dim, d_in, dtype=torch.float64, generator=gen)
+              for _ in range(2))  # fmt: skip
+    freqs = 1.0 / 10000.0 ** (torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
+    angles = torch.outer(torch.arange(seq, dtype=torch.float64), freqs)  # [seq, d/2]
+
+    def meta(w):
+        y = (x @ w.T).view(seq, num_heads, head_dim // 2, 2)
+        rotated = torch.view_as_complex(y.contiguous()) * torch.polar(
+            torch.ones_like(angles), angles)[:, None, :]  # fmt: skip
+        return torch.view_as_real(rotated).flatten(2).transpose(0, 1)  # [heads, seq, d]
+
+    def half(w, reorder):
+        if reorder:
+            w = w.view(num_heads, head_dim, d_in)
+            w = torch.cat((w[:, 0::2], w[:, 1::2]), dim=1).reshape(num_heads * head_dim, d_in)
+        return (x @ w.T).view(seq, num_heads, head_dim).transpose(0, 1)[None]
+
+    emb = torch.cat((angles, angles), dim=-1)[None]  # transformers' [batch, seq, d] layout
+    want = meta(wq) @ meta(wk).transpose(-1, -2)
+    agree = []
+    for reorder in (True, False):
+        q, k = apply_rotary_pos_emb(half(wq, reorder), half(wk, reorder), emb.cos(), emb.sin())
+        agree.append(torch.allclose((q @ k.transpose(-1, -2))[0], want, atol=1e-9))
+    return agree == [True, False]
 
 
 @check
@@ -300,6 +353,20 @@ def sinusoid_shift_score(dim: int, t: int, u: int, delta: int) -> dict:
     shift = sinusoidal_shift_matrix(delta, dim, dtype=torch.float64)
     return {"value": float(table[t] @ shift @ table[u]), "t": t, "u": u, "Delta": delta,
             "omega_i": sinusoidal_frequencies(dim).numpy()}  # fmt: skip
+
+
+@check
+def sinusoid_wavelength_range(dim: int) -> bool:
+    """Read the fastest and slowest frequencies off the package's table at position 1
+    (columns ``0`` and ``d-2`` hold ``sin ω_i``): wavelength 2π, and just under 2π·10000."""
+    import torch
+
+    from pecourse.positions.absolute import sinusoidal_table
+
+    row = sinusoidal_table(2, dim, dtype=torch.float64)[1]
+    fastest = 2 * math.pi / math.asin(float(row[0]) if float(row[1]) >= 0 else 1.0)
+    slowest = 2 * math.pi / math.asin(float(row[dim - 2]))
+    return abs(fastest - 2 * math.pi) < 1e-9 and 0.5 < slowest / (2 * math.pi * 10000) < 1
 
 
 @check
@@ -404,6 +471,18 @@ def llama4_temperature_edge(which: str) -> int:
 
 
 @check
+def smollm3_nope_every(interval_word: str, num_hidden_layers: int = 36) -> bool:
+    """transformers' SmolLM3 default plan: the layers with ``no_rope_layers[l] == 0`` (NoPE)
+    are exactly every ``interval_word`` (``"fourth"``) layer."""
+    from transformers import SmolLM3Config
+
+    every = {"second": 2, "third": 3, "fourth": 4, "fifth": 5}[interval_word]
+    plan = SmolLM3Config(num_hidden_layers=num_hidden_layers).no_rope_layers
+    nope = [layer for layer, uses_rope in enumerate(plan) if not uses_rope]
+    return nope == list(range(every - 1, num_hidden_layers, every))
+
+
+@check
 def cohere2_config(field: str) -> int:
     from transformers import Cohere2Config
 
@@ -457,11 +536,6 @@ def yarn_cos_sin_factor(factor: float, head_dim: int = 128, base: float = 10000.
 @check
 def yarn_temperature(factor: float) -> dict:
     return {"value": yarn_cos_sin_factor(factor), "s": factor}
-
-
-@check
-def yarn_logit_multiplier(factor: float) -> float:
-    return yarn_cos_sin_factor(factor) ** 2  # cos and sin scale both q and k
 
 
 @check
@@ -533,44 +607,6 @@ def rope_base_lower_bound(context_length: int, head_dim: int) -> float:
     from pecourse.derivations import rope_base_lower_bound as bound
 
     return float(bound(context_length, head_dim))
-
-
-@check
-def rope_base_gap_ratio(context_length: int, head_dim: int, span: float = 3.0,
-                        step: float = 1.002) -> float:  # fmt: skip
-    """The largest failing base below ``span·b*``, divided by the smallest admissible ``b*``.
-
-    Walks down from ``span·b*`` in steps of ``step`` with the package's condition and stops at
-    the first failing base, so the answer is good to about ``step - 1``.
-    """
-    from pecourse.derivations import rope_base_condition
-
-    low = rope_base_lower_bound(context_length, head_dim)
-    base = span * low
-    if not rope_base_condition(base, context_length, head_dim):
-        raise AssertionError(f"the walk must start on an admissible base; raise span={span}")
-    while rope_base_condition(base, context_length, head_dim):
-        base /= step
-        if base < low:
-            return 1.0
-    return base / low
-
-
-@check
-def rope_full_turn_pairs(head_dim: int, base: float, length: int) -> int:
-    from pecourse.positions.rope import inv_freq
-
-    return int((2 * math.pi / inv_freq(head_dim, base) <= length).sum())
-
-
-@check
-def rope_unfinished_pairs(head_dim: int, base: float, length: int) -> int:
-    return head_dim // 2 - rope_full_turn_pairs(head_dim, base, length)
-
-
-@check
-def rope_critical_dimension(head_dim: int, base: float, length: int) -> int:
-    return 2 * rope_full_turn_pairs(head_dim, base, length)
 
 
 # -- running a check ------------------------------------------------------------------------------

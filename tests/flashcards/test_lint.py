@@ -98,12 +98,12 @@ def test_cli_lint(capsys, monkeypatch):
 
 
 def test_cli_lint_numbers_runs_the_checks(capsys, monkeypatch):
-    card = BY_ID["t5-bucket-100"]
+    card = BY_ID["t5-last-bucket-start"]
     wrong = dataclasses.replace(
         card,
-        back=card.back.replace("15", "14"),
-        checks=tuple(dict(s, text=s["text"].replace("15", "14")) for s in card.checks),
+        front=card.front.replace("91", "90"),
+        checks=tuple(dict(s, text=s["text"].replace("91", "90")) for s in card.checks),
     )
     monkeypatch.setattr("pecourse.flashcards.cli.load_deck", lambda *a: [wrong])
     assert main(["cards", "lint", "--numbers"]) == 1
-    assert "the package gives 15" in capsys.readouterr().out
+    assert "the package gives 91" in capsys.readouterr().out

@@ -41,11 +41,11 @@ def test_the_deck_states_no_number_without_a_check():
 
 
 def test_numeric_card_without_a_check_is_caught():
-    card = BY_ID["t5-bucket-100"]
+    card = BY_ID["t5-last-bucket-start"]
     bare = dataclasses.replace(card, checks=())
     problems = _number_problems(bare, bare.id)
-    assert problems and "15" in problems[0] and "31" in problems[0]
-    quoted = dataclasses.replace(bare, quoted=("15", "31", "99"))
+    assert problems and "91" in problems[0] and "113" in problems[0]
+    quoted = dataclasses.replace(bare, quoted=("91", "113", "99"))
     assert any("99" in p for p in _number_problems(quoted, quoted.id))  # quoted but absent
 
 
@@ -84,9 +84,11 @@ def _with_text(card, old, new):
     "card_id, old, new",
     [
         ("t5-last-bucket-start", "91", "128"),  # the old card's wrong belief
-        ("yarn-temperature-s4", "1.296", "1.139"),
-        ("alibi-slopes-12-heads", "2^{-3.5}", "2^{-4.5}"),
-        ("base-critical-dimension", "92", "94"),
+        ("t5-last-bucket-start", "113", "128"),
+        ("t5-bucket-layout", "8", "9"),
+        ("learned-abs-gpt2-rows", "1024", "2048"),
+        ("irope-temperature-formula", "8,190", "8,191"),
+        ("alibi-slope-formula", "2^{-8h/n}", "2^{-h/n}"),
         ("ntk-aware-base", r"s^{d/(d-2)}", r"s^{(d-2)/d}"),  # the tempting exponent
         ("sin-dot-product", r"\cos(\Delta\,\omega_i)", r"\sin(\Delta\,\omega_i)"),
         ("nope-bos-counter", "1/(t+1)", "1/t"),
@@ -105,23 +107,23 @@ def test_the_old_base_bound_card_would_fail():
 
 
 def test_missing_or_broken_functions_fail_instead_of_skipping(monkeypatch):
-    card = BY_ID["t5-bucket-100"]
+    card = BY_ID["t5-last-bucket-start"]
     spec = dict(card.checks[0], fn="no_such_check")
     assert "no such check function" in run_check(card, spec)[0]
 
     def broken(**kwargs):
         raise ImportError("pecourse.positions.relative has no t5_bucket")
 
-    monkeypatch.setitem(CHECKS, "t5_bucket_of", broken)
+    monkeypatch.setitem(CHECKS, "t5_last_bucket_start", broken)
     problems = run_checks(card)
     assert len(problems) == 2 and all("ImportError" in p for p in problems)
 
 
 def test_check_text_must_be_on_the_card():
-    card = BY_ID["t5-bucket-100"]
+    card = BY_ID["t5-last-bucket-start"]
     spec = dict(card.checks[0], text="16")
     assert "does not occur" in run_check(card, spec)[0]
-    assert "exactly one of" in run_check(card, {"fn": "t5_bucket_of", "args": {}})[0]
+    assert "exactly one of" in run_check(card, {"fn": "t5_last_bucket_start", "args": {}})[0]
 
 
 def test_written_values_and_their_tolerance():
