@@ -25,7 +25,8 @@ COMMANDS = {
     "exercises": ("pecourse.exercises.cli", "build the student exercise notebooks"),
     "check": (
         "pecourse.exercises.cli",
-        "run an exercise notebook and report each part as passed or failed",
+        "run an exercise notebook and report each part as passed or failed (the visible "
+        "tests; --all adds the hidden ones)",
     ),
     "grade": (
         "pecourse.exercises.cli",

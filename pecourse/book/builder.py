@@ -242,8 +242,9 @@ def _exercises_index(concepts: list[course.Concept]) -> str:
         "# Exercises\n\n"
         "One exercise notebook per chapter, autograded. Do them in JupyterLab: `make lab`, "
         "open `exercises/NN_slug.ipynb`, fill in the cells that raise `NotImplementedError`, "
-        "then `pecourse check exercises/NN_slug.ipynb`. The pages below show each exercise "
-        "as you get it (the hidden tests are not published).\n\n"
+        "then `pecourse check exercises/NN_slug.ipynb` (the visible tests; `--all` adds the "
+        "hidden tests grading runs, where the course's `solutions/` folder is there). The pages "
+        "below show each exercise as you get it (the hidden tests are not published).\n\n"
         + "\n".join(items)
         + "\n\n"
         + _toctree([c.slug for c in concepts])

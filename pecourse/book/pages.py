@@ -308,8 +308,9 @@ def prepare_exercise(
         "How to do this exercise",
         f"{chapter_link}Open `exercises/{name}.ipynb` in JupyterLab (`make lab`), fill in "
         "the cells that raise `NotImplementedError`, and run the checks below them; "
-        f"`pecourse check exercises/{name}.ipynb` grades the whole notebook, with hidden "
-        "tests that are not shown here.",
+        f"`pecourse check exercises/{name}.ipynb` runs the whole notebook against the visible "
+        "tests shown here; grading adds hidden tests, and `pecourse check --all` runs those "
+        "too where the course's `solutions/` folder is there (self-study).",
         "tip",
     )
     cells = nb.get("cells", [])

@@ -86,9 +86,17 @@ def register(subparsers) -> None:
     nbg.set_defaults(func=_nbgrader)
 
     check = subparsers.add_parser(
-        "check", help="run an exercise notebook and report each part as passed or failed"
+        "check",
+        help="run an exercise notebook and report each part as passed or failed (the visible "
+        "tests; --all adds the hidden ones)",
     )
     check.add_argument("notebooks", nargs="+", help="exercise notebook(s) to check")
+    check.add_argument(
+        "--all",
+        action="store_true",
+        help="run the hidden tests too, as grading does (self-study: needs the course's "
+        "solutions/ folder)",
+    )
     check.add_argument("--timeout", type=float, default=60.0, help="seconds per cell (60)")
     check.add_argument(
         "--allow-reference",

@@ -102,3 +102,30 @@ def test_pecourse_check_fails_the_wrong_ladder(tmp_path):
     parts = {r.part: r for r in check_notebook(path)}
     assert not parts["test_half"].passed and "theta_1" in parts["test_half"].hint
     assert parts["test_interleaved"].passed and parts["test_permutation"].passed
+
+
+@pytest.mark.slow
+def test_check_all_runs_the_hidden_tests(tmp_path, capsys):
+    # Slow (about 30 s on a busy machine): three check runs. A stratified sample (one position per stratum)
+    # passes the visible tests of exercise 13 and fails a hidden one.
+    from pecourse.cli import main as pecourse_main
+
+    from .regressions import REGRESSIONS
+
+    slug = "13_position_augmented_training"
+    source = read_notebook(default_source_dir_path(slug))
+    path = tmp_path / f"{slug}.ipynb"
+    write_notebook(answered(source, REGRESSIONS["fay"][slug][0]), path)
+    visible = {r.part: r.passed for r in check_notebook(path)}
+    assert visible == {"test_layout": True, "test_sample": True, "test_randomized": True}
+
+    assert pecourse_main(["check", "--all", str(path)]) == 1
+    out = capsys.readouterr().out
+    assert "[PASS] test_layout" in out and "[FAIL] test_randomized" in out
+    assert "each of the 6 pairs should appear" in out  # the hidden test's own reason
+    assert "2/3 parts passed, 4/6 points (visible and hidden tests, as grading runs them)" in out
+
+    other = tmp_path / "my_answers.ipynb"  # no solutions/my_answers.ipynb to take tests from
+    other.write_bytes(path.read_bytes())
+    assert pecourse_main(["check", "--all", str(other)]) == 2
+    assert "--all runs the hidden tests" in capsys.readouterr().err
