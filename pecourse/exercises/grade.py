@@ -37,6 +37,18 @@ are out of its reach, and nothing it starts outlives its job. How:
   reference implementations: see :mod:`pecourse.exercises.policy`), the submissions, the
   gradebook, other jobs and the grader's processes do not exist in it; when its PID 1
   dies the kernel kills every process it started, ``setsid`` or not.
+* **Nothing of the student's process flows into the judge but values**: what its
+  functions return and the arguments they changed in place (written into the test's own
+  tensors, as one kernel would show them). The judge seeds its random generators from each
+  test cell's ``grade_id`` and never takes the student's random state, so the tests'
+  inputs are the same whatever the notebook did; callbacks into the judge do not extend a
+  cell's time limit.
+* **Submissions are read as the student may read them**, though the grader may be root: no
+  link is followed (a notebook or folder linking to ``solutions/`` or a root-only file),
+  only regular files with no other hard link are read, and the rest is refused with a
+  reason. No reason quotes a file's bytes. Names reach the terminal and the gradebook
+  escaped (:func:`shown`), and names that could pass for another student's (mixed
+  Latin/Cyrillic/Greek letters, equal after NFKC and casefold) are flagged.
 * **The gradebook is written only by the grader**, after the jobs ended; the CSV is
   rebuilt from the SQLite file each time, and fields that a spreadsheet would read as a
   formula (``=``, ``+``, ``-``, ``@``) are escaped.
@@ -75,13 +87,15 @@ import os
 import re
 import signal
 import sqlite3
+import stat
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+import unicodedata
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import nbformat
@@ -120,6 +134,9 @@ _ADDRESS = re.compile(r"0x[0-9a-fA-F]{6,}")
 SERVER_DIED = "the grading server died while running this notebook"
 NOT_ISOLATED = "none: NOT ISOLATED"
 _FORMULA = ("=", "+", "-", "@", "\t", "\r")
+MAX_NOTEBOOK_BYTES = 64 * 1024 * 1024
+# scripts with letters that pass for one another (Cyrillic "а", Latin "a", Greek "ο"...)
+_LOOK_ALIKE_SCRIPTS = {"LATIN", "CYRILLIC", "GREEK", "ARMENIAN", "CHEROKEE", "COPTIC"}
 
 
 class IsolationUnavailable(ValueError):
@@ -166,6 +183,73 @@ class Row:
 def _cell(text: str) -> str:
     """A CSV field a spreadsheet shows as text: formula starters get a leading quote."""
     return "'" + text if text.startswith(_FORMULA) else text
+
+
+def shown(text: str) -> str:
+    """``text`` for a terminal or a CSV: what is not printable (escape codes, line breaks,
+    invisible or direction marks) written as a Python escape, backslashes doubled."""
+    return "".join(
+        c if c.isprintable() and c != "\\" else c.encode("unicode_escape").decode("ascii")
+        for c in str(text)
+    )
+
+
+def _refusal(path: Path, root: Path) -> str | None:
+    """Why the grader will not read ``path`` under ``root`` as a submission, or None.
+
+    The grader may run as root; a student may hand in only what is theirs. So no link is
+    followed (a notebook or folder that links to ``solutions/`` or to a root-only file),
+    nothing but a regular file is read (a device, a pipe), and a file with other hard
+    links (the same file as one outside the folder) is refused."""
+    current, what = root, "the file"
+    for part in path.relative_to(root).parts:
+        current = current / part
+        what = shown(current.relative_to(root))
+        try:
+            info = os.lstat(current)
+        except OSError as exc:
+            return f"refused: {what} cannot be read ({exc.strerror})"
+        if stat.S_ISLNK(info.st_mode):
+            return f"refused: {what} is a symbolic link (links are not followed)"
+    if not stat.S_ISREG(info.st_mode):
+        return f"refused: {what} is not a regular file"
+    if info.st_nlink > 1:
+        return f"refused: {what} has another hard link (the same file as one elsewhere)"
+    return None
+
+
+def _read_submission(path: Path) -> str:
+    """The notebook's text, opened without following a link and only if a regular file."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY)
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ValueError("not a regular file")
+        data = f.read(MAX_NOTEBOOK_BYTES + 1)
+    if len(data) > MAX_NOTEBOOK_BYTES:
+        raise ValueError(f"over {MAX_NOTEBOOK_BYTES // 2**20} MB")
+    return data.decode("utf-8", errors="replace")
+
+
+def _look_alikes(names: list[str]) -> dict[str, str]:
+    """``{name: why}`` for student names that could pass for another: letters from two
+    scripts that share look-alikes, or the same name as another after NFKC and casefold."""
+    flagged = {}
+    by_key: dict[str, list[str]] = {}
+    for name in names:
+        folded = unicodedata.normalize("NFKC", name).casefold()
+        by_key.setdefault(folded, []).append(name)
+        scripts = {unicodedata.name(c, "?").split()[0] for c in folded if c.isalpha()}
+        mixed = sorted(scripts & _LOOK_ALIKE_SCRIPTS)
+        if len(mixed) > 1:
+            flagged[name] = f"mixes {' and '.join(mixed)} letters"
+    for same in by_key.values():
+        for name in same if len(same) > 1 else []:
+            others = ", ".join(ascii(n) for n in same if n != name)
+            flagged[name] = "; ".join(filter(None, [flagged.get(name), f"reads as {others}"]))
+    return {
+        n: f"check who this is: the name {ascii(n)} may look like another ({why})"
+        for n, why in flagged.items()
+    }
 
 
 def _zero_rows(student, exercise, graded_parts: list[Part], reason: str, isolation="") -> list[Row]:
@@ -530,16 +614,15 @@ def grade_submission(
         reason = "no submission" + (f" ({missing_note})" if missing_note else "")
         return _zero_rows(student, exercise, graded_parts, reason, label)
     try:
-        text = Path(submission).read_text(encoding="utf-8", errors="replace")
+        text = _read_submission(Path(submission))
         nb = nbformat.reads(text, as_version=4)
         if not isinstance(nb.get("cells"), list):
             raise ValueError("it has no list of cells")
         graded = assemble_graded(source_nb, nb)
     except Exception as exc:  # noqa: BLE001 - any unreadable file is the submission's fault
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        return _zero_rows(
-            student, exercise, graded_parts, f"not a valid notebook ({first[:200]})", label
-        )
+        # the kind of problem, never the message: it may quote the file's bytes
+        why = exc.msg if isinstance(exc, json.JSONDecodeError) else type(exc).__name__
+        return _zero_rows(student, exercise, graded_parts, f"not a valid notebook ({why})", label)
 
     if server is None:
         with tempfile.TemporaryDirectory(prefix="pecourse-server-") as tmp:
@@ -617,30 +700,34 @@ def scan_class(
 
     A notebook is ``<student>/<exercise>.ipynb`` or nbgrader's
     ``<student>/<exercise>/<exercise>.ipynb``; any other ``.ipynb`` in a student's folder
-    is reported as misnamed (checkpoints excluded).
+    is reported as misnamed (checkpoints excluded). Students are named as :func:`shown`
+    writes their folder's name; a file found here may still be refused (:func:`_refusal`).
     """
     found: dict[str, dict[str, Path | None]] = {e: {} for e in exercises}
     stray: dict[str, list[str]] = {}
     for student_dir in sorted(p for p in Path(submissions_dir).iterdir() if p.is_dir()):
         if student_dir.name.startswith("."):
             continue
+        student = shown(student_dir.name)
         matched = set()
         for exercise in exercises:
             candidates = [
                 student_dir / f"{exercise}.ipynb",
                 student_dir / exercise / f"{exercise}.ipynb",
             ]
-            hit = next((c for c in candidates if c.is_file()), None)
-            found[exercise][student_dir.name] = hit
+            hit = next((c for c in candidates if os.path.lexists(c)), None)
+            found[exercise][student] = hit
             if hit is not None:
-                matched.add(hit.resolve())
+                matched.add(hit)
+        if student_dir.is_symlink():
+            continue  # refused when graded; its target is not listed
         others = [
             p
             for p in sorted(student_dir.rglob("*.ipynb"))
-            if p.resolve() not in matched and ".ipynb_checkpoints" not in p.parts
+            if p not in matched and ".ipynb_checkpoints" not in p.parts
         ]
         if others:
-            stray[student_dir.name] = [str(p.relative_to(student_dir)) for p in others]
+            stray[student] = [shown(p.relative_to(student_dir)) for p in others]
     return found, stray
 
 
@@ -723,11 +810,17 @@ def grade_class(
     for name in exercises:
         for student, path in per_exercise[name].items():
             tasks.append((student, name, path))
-    work = [t for t in tasks if t[2] is not None]
+    refused = {(s, e): _refusal(p, submissions_dir) for s, e, p in tasks if p is not None}
+    work = [t for t in tasks if t[2] is not None and refused[t[:2]] is None]
 
     results: dict[tuple[str, str], list[Row]] = {}
     for student, name, path in tasks:
-        if path is None:
+        if refused.get((student, name)):
+            graded_parts = parts(source_nbs[name])
+            results[(student, name)] = _zero_rows(
+                student, name, graded_parts, refused[(student, name)]
+            )
+        elif path is None:
             guess = _guess(name, stray.get(student, []))
             note = f"found {guess!r}: rename it to {name}.ipynb" if guess else ""
             results[(student, name)] = grade_submission(
@@ -765,9 +858,13 @@ def grade_class(
                 server.close()
                 bar.close()
     order = {name: i for i, name in enumerate(sorted(exercises))}
+    flagged = _look_alikes(sorted({s for s, _ in results}))
+    for why in flagged.values():
+        print(f"pecourse grade: {why}", file=sys.stderr)
     rows = []
     for key in sorted(results, key=lambda k: (k[0], order[k[1]])):
-        rows.extend(results[key])
+        note = flagged.get(key[0])
+        rows += [replace(r, reason="; ".join(filter(None, [r.reason, note]))) for r in results[key]]
     return rows
 
 
