@@ -10,7 +10,11 @@ Littlest JupyterHub's /opt/tljh/config/jupyterhub_config.d/, or load it from a s
   (jupyter/common/nbgrader_config.py); instructors get the formgrader and a course directory
   (jupyter/instructors/), students get the assignment list without the formgrader,
   the course list or the assignment creator (jupyter/students/);
-- memory and CPU limits per user, which the spawners that can enforce them apply.
+- memory and CPU limits per user where the site set none, which the spawners that can
+  enforce them apply.
+
+It sets c.Spawner.pre_spawn_hook: a site that needs its own hook calls pecourse_pre_spawn
+from it.
 
 Authentication and spawning are the site's choice and are left at JupyterHub's defaults
 (PAM and local processes, as TLJH has them): README.md beside this file shows OAuth,
@@ -39,10 +43,14 @@ COURSE_ID = os.environ.get("PECOURSE_COURSE_ID", "pecourse")
 EXCHANGE = os.environ.get("PECOURSE_EXCHANGE", "/usr/local/share/nbgrader/exchange")
 INSTRUCTORS = _names("PECOURSE_INSTRUCTORS")
 STUDENTS = _names("PECOURSE_STUDENTS")
-JUPYTER_CONFIG = os.environ.get(
-    "PECOURSE_JUPYTER_CONFIG",
-    os.path.join(os.path.dirname(os.path.abspath(__file__)), "jupyter"),
+# Zero to JupyterHub runs the files of its jupyterhub_config.d with exec(), without __file__:
+# there the servers' image holds the folder and PECOURSE_JUPYTER_CONFIG names it.
+JUPYTER_CONFIG = os.environ.get("PECOURSE_JUPYTER_CONFIG") or os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), "jupyter"
 )
+COURSE_ROOT = os.environ.get("PECOURSE_COURSE_ROOT", "~/course")
+MEM_LIMIT = os.environ.get("PECOURSE_MEM_LIMIT", "2G")
+CPU_LIMIT = float(os.environ.get("PECOURSE_CPU_LIMIT", "1"))
 
 if set(INSTRUCTORS) & set(STUDENTS):
     raise ValueError(
@@ -58,16 +66,7 @@ c.JupyterHub.load_groups = {
 if INSTRUCTORS or STUDENTS:
     c.Authenticator.allowed_users = set(INSTRUCTORS) | set(STUDENTS)
 
-# Per-user limits. DockerSpawner, KubeSpawner and TLJH's systemdspawner enforce them;
-# JupyterHub's LocalProcessSpawner only passes them on as MEM_LIMIT / CPU_LIMIT.
-c.Spawner.mem_limit = os.environ.get("PECOURSE_MEM_LIMIT", "2G")
-c.Spawner.cpu_limit = float(os.environ.get("PECOURSE_CPU_LIMIT", "1"))
 c.Spawner.default_url = "/lab"
-c.Spawner.environment = {
-    "PECOURSE_COURSE_ID": COURSE_ID,
-    "PECOURSE_EXCHANGE": EXCHANGE,
-    "PECOURSE_COURSE_ROOT": os.environ.get("PECOURSE_COURSE_ROOT", "~/course"),
-}
 
 
 def pecourse_role(groups):
@@ -82,10 +81,28 @@ def pecourse_pre_spawn(spawner):
     """Point the server at its group's Jupyter configuration (JUPYTER_CONFIG_PATH is read
     before the environment's own etc/jupyter, so a student's settings there win)."""
     role = pecourse_role({g.name for g in spawner.user.groups})
-    spawner.environment["JUPYTER_CONFIG_PATH"] = os.pathsep.join(
-        [os.path.join(JUPYTER_CONFIG, role), os.path.join(JUPYTER_CONFIG, "common")]
+    # Per-user limits, unless the site set its own (TLJH's `tljh-config set limits.memory`,
+    # Zero to JupyterHub's singleuser.memory.limit, c.DockerSpawner.mem_limit): set here, on
+    # the spawner, because TLJH loads this file as a sub-config that cannot see the site's.
+    # DockerSpawner, KubeSpawner and TLJH's systemdspawner enforce them; JupyterHub's
+    # LocalProcessSpawner only passes them on as MEM_LIMIT / CPU_LIMIT.
+    if not spawner.mem_limit:
+        spawner.mem_limit = MEM_LIMIT
+    if not spawner.cpu_limit:
+        spawner.cpu_limit = CPU_LIMIT
+    # set here rather than in c.Spawner.environment, which a spawner's own
+    # c.KubeSpawner.environment (Zero to JupyterHub's singleuser.extraEnv) would replace
+    spawner.environment.update(
+        {
+            "JUPYTER_CONFIG_PATH": os.pathsep.join(
+                [os.path.join(JUPYTER_CONFIG, role), os.path.join(JUPYTER_CONFIG, "common")]
+            ),
+            "PECOURSE_ROLE": role,
+            "PECOURSE_COURSE_ID": COURSE_ID,
+            "PECOURSE_EXCHANGE": EXCHANGE,
+            "PECOURSE_COURSE_ROOT": COURSE_ROOT,
+        }
     )
-    spawner.environment["PECOURSE_ROLE"] = role
 
 
 c.Spawner.pre_spawn_hook = pecourse_pre_spawn
