@@ -52,7 +52,9 @@ html_theme_options = {
     "show_navbar_depth": 1,
     "use_download_button": False,
     "use_fullscreen_button": False,
-    "navigation_with_keys": True,
+    # Off: Sphinx's arrow-key navigation ignores only form fields, so → on a focused widget
+    # slider or a scrollable code block would load the next chapter.
+    "navigation_with_keys": False,
     "search_bar_text": "Search the course…",
     # The search field sits in the sidebar; no second one in a header bar.
     "navbar_persistent": [],

@@ -320,6 +320,9 @@ def build(
     warnings = (
         warnings_file.read_text(encoding="utf-8").splitlines() if warnings_file.exists() else []
     )
+    from .check import broken_maths_in
+
+    warnings += broken_maths_in(src)
     return BuildResult(
         out=out,
         docs=tuple(docs),

@@ -7,9 +7,12 @@ refused and reported, so a page that would reach a CDN fails the check even if i
 Per page: no console error, no uncaught exception, no failed or outside request; maths
 typeset (no raw ``$``/``$$``/``\\(`` left in the prose, no MathJax error); every image
 loaded; every saved widget rendered; a copy button on every code cell; on a chapter,
-previous/next links and a table of contents. Then three things a reader does: move an
-explorer's slider and see its label change, flip a flashcard, search. Plus a static pass
+previous/next links and a table of contents. Then what a reader does: move an explorer's
+slider and see its label change, press → on a slider and on a code block and stay on the
+page, flip a flashcard, search. Plus a static pass
 over every HTML file: each local link and asset it names exists, and none loads from a server.
+:func:`broken_maths_in` reads the staged Markdown before Sphinx does (the builder reports
+what it finds as warnings): maths that Markdown breaks apart never reaches MathJax whole.
 """
 
 from __future__ import annotations
@@ -140,6 +143,52 @@ def outside_references(site: Path) -> list[str]:
     return found
 
 
+def broken_maths(markdown: str) -> list[str]:
+    """Inline maths that Markdown itself breaks, as the book's parser (markdown-it with the
+    dollar-maths plugin, what MyST uses) reads ``markdown``: a ``$`` left in the text.
+
+    The usual cause: a line inside ``$...$`` that starts with ``+ ``, ``- ``, ``> `` or
+    ``1. `` becomes a list item or a quote, and both halves of the formula are left raw.
+    """
+    from markdown_it import MarkdownIt
+    from mdit_py_plugins.amsmath import amsmath_plugin
+    from mdit_py_plugins.dollarmath import dollarmath_plugin
+
+    parser = MarkdownIt("commonmark").use(dollarmath_plugin).use(amsmath_plugin)
+    parser.enable("table")
+    found = []
+    for token in parser.parse(markdown):
+        for child in token.children or []:
+            if child.type == "text" and "$" in child.content:
+                found.append(child.content.strip()[:100])
+    return found
+
+
+def broken_maths_in(src: Path) -> list[str]:
+    """Broken inline maths in every page of a staged book: Markdown files, notebooks'
+    Markdown cells and the Markdown their cells print. One line per broken span."""
+    import json
+
+    problems = []
+    for path in sorted(Path(src).rglob("*")):
+        texts: list[str] = []
+        if path.suffix == ".md":
+            texts = [path.read_text(encoding="utf-8")]
+        elif path.suffix == ".ipynb":
+            for cell in json.loads(path.read_text(encoding="utf-8")).get("cells", []):
+                if cell.get("cell_type") == "markdown":
+                    texts.append("".join(cell.get("source", "")))
+                for output in cell.get("outputs", []):
+                    markdown = output.get("data", {}).get("text/markdown")
+                    if markdown:
+                        texts.append("".join(markdown))
+        for text in texts:
+            problems += [
+                f"{path.relative_to(src)}: broken maths near {raw!r}" for raw in broken_maths(text)
+            ]
+    return problems
+
+
 # --- in the browser ------------------------------------------------------------------------
 
 
@@ -222,6 +271,33 @@ def _move_slider(page) -> str:
         if readout.inner_text() != before:
             return ""
     return f"the slider's label stayed at {before!r} after a drag"
+
+
+ARROW_TARGETS = (("a slider", ".widget-slider .noUi-handle"), ("a code block", ".cell_input pre"))
+
+
+def _arrow_keys(page, wait_ms: int = 800) -> str:
+    """Focus a slider's handle, then a code block, press → on each; '' when the page stays.
+
+    Sphinx's key navigation (off in book/conf.py) would load the next chapter: it ignores
+    only form fields, and a slider handle is a div, an overflowing code block a focusable pre.
+    """
+    url = page.url
+    problems = []
+    for what, selector in ARROW_TARGETS:
+        target = page.locator(selector).first
+        if target.count() == 0:
+            problems.append(f"no {what} on the page")
+            continue
+        target.scroll_into_view_if_needed()
+        target.evaluate("e => { if (!e.hasAttribute('tabindex')) e.tabIndex = 0; e.focus(); }")
+        page.keyboard.press("ArrowRight")
+        page.wait_for_timeout(wait_ms)  # a navigation starts at once; give it time to commit
+        if page.url != url:
+            problems.append(f"→ on {what} left the page for {page.url.rsplit('/', 1)[-1]}")
+            page.goto(url, wait_until="load")
+            _settle(page)
+    return "; ".join(problems)
 
 
 def _flip_card(page) -> str:
@@ -367,6 +443,7 @@ def check_book(
             if screenshots is not None:
                 shots += _screenshots(page, Path(screenshots), Path(explorer).stem)
             interactions[what] = _move_slider(page)
+            interactions["press → on a slider and a code block"] = _arrow_keys(page)
             if report.problems:
                 reports.append(report)
         else:

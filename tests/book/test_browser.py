@@ -55,6 +55,7 @@ def test_the_book_in_a_browser(tmp_path):
     assert report.ok, report.summary()
     assert set(report.interactions) == {
         "move an explorer's slider",
+        "press → on a slider and a code block",
         "flip a flashcard",
         "search 'ALiBi'",
     }
@@ -82,6 +83,28 @@ def test_the_check_fails_a_page_that_reaches_out_or_shows_raw_maths(tmp_path):
     assert "broken link index.html: missing.png" in problems
     assert "no page with a slider" in problems
     assert not report.ok
+
+
+# What Sphinx's doctools.js does with navigation_with_keys on: → anywhere but a form field
+# follows the page's "next" link.
+KEY_NAVIGATION = """<html><head><link rel="next" href="next.html"></head><body><main>
+<div class="widget-slider"><div class="noUi-handle" style="width:20px;height:20px"></div></div>
+<div class="cell_input"><pre>x = 1</pre></div></main>
+<script>document.addEventListener("keydown", (e) => {
+  if (e.key === "ArrowRight" && !["INPUT", "TEXTAREA", "SELECT", "BUTTON"].includes(
+      document.activeElement.tagName)) location.href = "next.html";
+});</script></body></html>"""
+
+
+def test_the_check_fails_a_page_that_arrow_keys_leave(tmp_path):
+    _require_browser()
+    (tmp_path / "next.html").write_text("<html><body><main>next</main></body></html>")
+    (tmp_path / "page.html").write_text(KEY_NAVIGATION)
+    with check.OfflineBrowser() as browser:
+        browser.open(tmp_path / "page.html", check.PageReport("page.html"))
+        problem = check._arrow_keys(browser.page, wait_ms=500)
+    assert "→ on a slider left the page for next.html" in problem
+    assert "→ on a code block left the page for next.html" in problem
 
 
 LINKED = """\

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from pecourse import course
-from pecourse.book import pages
+from pecourse.book import builder, check, pages
 
 ROOT = course.REPO_ROOT
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
@@ -210,3 +210,34 @@ def test_source_page_and_summary():
         "pecourse/positions/alibi.py"
     )
     assert pages.module_summary(ROOT / "pecourse" / "course.py").startswith("The course's map")
+
+
+@pytest.mark.parametrize(
+    "markdown",
+    [
+        # chapter 08 §4 once: the second line became a list item
+        "Multiplying by $e^{i\\varphi} = \\cos\\varphi\n+ i\\sin\\varphi$ gives the rotation.",
+        "a difference $x_m\n- x_n$ of two rows",
+        "a quotient $a\n> b$ is wrong",
+        "an unclosed $x^2 in prose",
+    ],
+)
+def test_broken_maths_is_found(markdown):
+    assert check.broken_maths(markdown)
+
+
+def test_maths_that_markdown_keeps_whole_passes():
+    text = (
+        "Inline $x^2 + y$ and $a + b$ in a sentence.\n\n$$\\sum_i \\cos(m\\theta_i)$$\n\n"
+        "`$HOME` in code, and a table:\n\n| a | $b_i$ |\n|---|---|\n| 1 | $2^{-8/n}$ |\n"
+    )
+    assert check.broken_maths(text) == []
+    # the same sentence wrapped before the '+': a list item splits the formula in two
+    broken = check.broken_maths(text.replace("$a + b$", "$a\n+ b$"))
+    assert broken == ["and $a", "b$ in a sentence."]
+
+
+def test_no_page_of_the_book_breaks_its_maths(tmp_path):
+    # Every staged page: chapters, exercises, flashcards, the start page and source listings.
+    builder.stage(tmp_path, chapters=None)
+    assert check.broken_maths_in(tmp_path) == []
