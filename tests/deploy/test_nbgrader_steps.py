@@ -1,5 +1,8 @@
 """``pecourse exercises nbgrader`` prints next steps that run as printed, in a shell whose PATH
-does not have the course's environment on it (a fresh terminal on a fresh clone)."""
+does not have the course's environment on it (a fresh terminal on a fresh clone).
+
+Here rather than in tests/exercises, which pytest-xdist runs as one unit (its files share a
+graded class): this test shares nothing with them and runs beside them."""
 
 from __future__ import annotations
 
@@ -17,8 +20,8 @@ from pecourse.cli import main as pecourse_main
 from pecourse.exercises.nbgrader import nbgrader_command
 from pecourse.exercises.notebook import grade_id, read_notebook, write_notebook
 
-from .helpers import SOLUTIONS_DIR, answered
-from .wrong_answers import WRONG
+from ..exercises.helpers import SOLUTIONS_DIR, answered
+from ..exercises.wrong_answers import WRONG
 
 SLUG = "09_sinusoidal_positional_encodings"  # three parts, each runs in well under a second
 
