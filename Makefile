@@ -27,8 +27,16 @@ $(STAMP): pyproject.toml scripts/install
 # JupyterLab refuses to run as root unless told; containers and CI machines often are root.
 LAB_FLAGS := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
+# The venv's bin comes first on PATH, so `pecourse` runs as the notebooks say in JupyterLab's
+# terminals and in `!pecourse` cells (kernels inherit the server's environment). Terminals
+# start a plain shell: a login shell (JupyterLab's choice when make runs without a terminal)
+# reads /etc/profile, which resets PATH.
+LAB_ENV = PATH="$(abspath $(BIN)):$$PATH" VIRTUAL_ENV="$(abspath $(VENV))"
+
 lab: setup
-	$(BIN)/jupyter lab $(LAB_FLAGS) --ServerApp.root_dir="$(CURDIR)" notebooks/00_start_here.ipynb
+	$(LAB_ENV) $(BIN)/jupyter lab $(LAB_FLAGS) --ServerApp.root_dir="$(CURDIR)" \
+		--ServerApp.terminado_settings="shell_command=$${SHELL:-/bin/sh}" \
+		notebooks/00_start_here.ipynb
 
 lint: setup
 	$(BIN)/ruff check .
@@ -71,7 +79,7 @@ checkpoints: setup
 # A test compares each recording's checkpoint hashes with the shipped files.
 results: setup
 	$(BIN)/python -m pecourse.experiments run --save
-	$(BIN)/python -m pecourse.studies run $(STUDIES)
+	$(BIN)/python -m pecourse.studies run $(STUDIES) --log-dir build/results-log
 	$(BIN)/python -m pecourse.base_crossing
 
 STUDIES := cope_counting text_extrapolation imposed_windows windowed_passkey grid_width_transfer \
