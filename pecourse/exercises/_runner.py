@@ -61,6 +61,7 @@ to ``output_cap`` characters; messages are capped at :data:`wire.MAX_MESSAGE`.
 
 from __future__ import annotations
 
+import ast
 import builtins
 import json
 import os
@@ -165,7 +166,7 @@ def describe(exc: BaseException, memory_mb: int, cell_timeout: float) -> str:
     text = f"{name}: {message}" if message else name
     origin = getattr(exc, "pecourse_answer", None)
     if origin:  # raised inside the student's function
-        return clean_text(f"{origin}(...) raised {text}")
+        return clean_text(f"{origin} raised {text}")
     named = _named_problem(exc, message)  # raised by the test, on what the answer returned
     return clean_text(f"{named}: {text}" if named else text)
 
@@ -754,7 +755,8 @@ class Judge:
                         pass
         if "raised" in reply:
             raised = reply["raised"]
-            raise rebuild_exception(raised if isinstance(raised, dict) else {}, answer=name)
+            answer = f"{name}({_kinds(args, kwargs)})"
+            raise rebuild_exception(raised if isinstance(raised, dict) else {}, answer=answer)
         try:
             return wire.decode(reply["result"], blobs)
         except (wire.WireError, KeyError) as exc:
@@ -795,7 +797,11 @@ class Judge:
             exec(code, self.ns)  # noqa: S102 - the course's own set-up and test code
             return None
         except BaseException as exc:  # noqa: BLE001 - the failing test's reason
-            return describe(exc, self.memory_mb, self.cell_timeout)
+            reason = describe(exc, self.memory_mb, self.cell_timeout)
+            what, hint = _expectation(exc, source, label)
+            if what:  # the answer raised inside a check: name the case and give its hint
+                reason = clean_text(f"{what}: {reason}" + (f"; hint: {hint}" if hint else ""))
+            return reason
         finally:
             self.deadline = None
 
@@ -864,6 +870,56 @@ class Judge:
                 except ChildProcessError:
                     pass
         sandbox.kill_descendants(os.getpid())
+
+
+def _kinds(args, kwargs) -> str:
+    """The kinds of a call's arguments (``tensor [3, 8] float32``, ``int``), not their values."""
+    import torch
+
+    def kind(x) -> str:
+        if isinstance(x, torch.Tensor):
+            return f"tensor {list(x.shape)} {str(x.dtype).removeprefix('torch.')}"
+        return "function" if callable(x) else type(x).__name__
+
+    return ", ".join([kind(a) for a in args] + [f"{k}={kind(v)}" for k, v in kwargs.items()])
+
+
+_CHECKS = ("expect_tensor", "expect_number", "expect_raises")
+
+
+def _expectation(exc: BaseException, source: str, label: str) -> tuple[str, str]:
+    """``(what, hint)`` of the ``expect_*`` check an answer's exception escaped from (both
+    ``""`` if none), evaluated in the test's frame: the case as the test names it."""
+    if not getattr(exc, "pecourse_answer", None):
+        return "", ""
+    tb, frame, line = exc.__traceback__, None, 0
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == f"<{label}>":
+            frame, line = tb.tb_frame, tb.tb_lineno
+        tb = tb.tb_next
+    try:
+        calls = [
+            n
+            for n in ast.walk(ast.parse(source))
+            if isinstance(n, ast.Call)
+            and getattr(n.func, "id", None) in _CHECKS
+            and n.lineno <= line <= n.end_lineno
+        ]
+    except SyntaxError:
+        calls = []
+    if frame is None or not calls:
+        return "", ""
+    call = max(calls, key=lambda n: n.lineno)
+    named = {k.arg: k.value for k in call.keywords}
+    found = []
+    for name, at in (("what", 2), ("hint", 3)):
+        node = call.args[at] if len(call.args) > at else named.get(name)
+        try:
+            code = compile(ast.Expression(node), f"<{label}>", "eval")
+            found.append(str(eval(code, frame.f_globals, frame.f_locals)) if node else "")  # noqa: S307
+        except BaseException:  # noqa: BLE001 - no case named, the reason stands as it is
+            found.append("")
+    return found[0], found[1]
 
 
 def _reseed(grade_id: str) -> None:

@@ -1,5 +1,6 @@
-"""Assertions for the exercises' hidden tests: each failure says what was expected, what
-came back, and one hint.
+"""Assertions for the exercises' hidden tests: each failure says which property failed
+(type, dtype, shape, how many values and where), what came back, and one hint — never the
+expected values, which a lookup table could otherwise collect over a few resubmissions.
 
 Used in the ``### BEGIN HIDDEN TESTS`` regions of ``solutions/``; they run wherever the
 tests run (the grader's judge, ``pecourse check``, nbgrader's kernel).
@@ -16,9 +17,11 @@ def _fail(what: str, message: str, hint: str):
     raise AssertionError(f"{what}: {message}" + (f"; hint: {hint}" if hint else ""))
 
 
-def _short(t) -> str:
-    values = t.tolist() if t.numel() <= 12 else f"a tensor of shape {tuple(t.shape)}"
-    return str(values)
+def _order(error: float) -> str:
+    """The power of ten of ``error``: how far off, without the value it was off from."""
+    if not math.isfinite(error) or error <= 0:
+        return "inf or NaN"
+    return f"{10.0 ** math.floor(math.log10(error)):g}"
 
 
 def expect_tensor(
@@ -43,24 +46,25 @@ def expect_tensor(
     if got.numel() == 0:
         return
     exact = not (expected.is_floating_point() or expected.is_complex())
-    if exact:
-        if got.is_floating_point() and not torch.equal(got, got.round()):
-            _fail(what, f"expected whole numbers {_short(expected)}, got {_short(got)}", hint)
-        wrong = got.to(torch.int64) != expected.to(torch.int64)
-    else:
-        g, e = got.detach().to(torch.float64), expected.detach().to(torch.float64)
-        same_inf = (g == e) | (g.isnan() & e.isnan())
-        wrong = ~(((g - e).abs() <= atol + rtol * e.abs()) | same_inf)
+    g, e = got.detach().to(torch.float64), expected.detach().to(torch.float64)
+    if exact and got.is_floating_point() and not torch.equal(g, g.round()):
+        _fail(what, "expected whole numbers, got fractional values", hint)
+    same = (g == e) | (g.isnan() & e.isnan())
+    wrong = ~same if exact else ~(((g - e).abs() <= atol + rtol * e.abs()) | same)
     if bool(wrong.any()):
         index = tuple(int(i) for i in torch.nonzero(wrong)[0])
-        at = f" at index {list(index)}" if got.dim() else ""
+        at = f"the first at index {list(index)}: " if got.dim() else ""
+        error = "" if exact else f"; the largest error is of order {_order(_largest(g, e, wrong))}"
         _fail(
             what,
-            f"{int(wrong.sum())} of {got.numel()} values differ; first{at}: expected "
-            f"{expected[index].item()!r}, got {got[index].item()!r}"
-            + (f" (expected {_short(expected)}, got {_short(got)})" if got.numel() <= 12 else ""),
+            f"{int(wrong.sum())} of {got.numel()} values differ from those expected ({at}got "
+            f"{got[index].item()!r}){error}",
             hint,
         )
+
+
+def _largest(g, e, wrong) -> float:
+    return float((g - e).abs()[wrong].nan_to_num(nan=float("inf")).max())
 
 
 def expect_number(
@@ -83,7 +87,7 @@ def expect_number(
     if kind is int and (isinstance(got, bool) or not isinstance(got, int)):
         _fail(what, f"expected a Python int, got a {type(got).__name__} ({got!r})", hint)
     if not math.isclose(got, expected, rel_tol=rel, abs_tol=abs_tol):
-        _fail(what, f"expected {expected!r}, got {got!r}", hint)
+        _fail(what, f"got {got!r}, off by an amount of order {_order(abs(got - expected))}", hint)
 
 
 def expect_raises(function, error, what: str, hint: str = "", match: str | None = None) -> None:

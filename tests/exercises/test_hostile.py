@@ -137,9 +137,9 @@ def test_os_exit_costs_the_remaining_parts(hostile):
 
 def test_reasons_are_stable(hostile):
     reason = hostile.rows[("unstable_error", "test_table")].reason
-    assert reason == "sinusoidal_table(...) raised ValueError: <work> <object object at 0x…>", (
-        reason
-    )
+    assert (
+        reason == "sinusoidal_table(int, int) raised ValueError: <work> <object object at 0x…>"
+    ), reason
 
 
 def test_raising_at_import(hostile):

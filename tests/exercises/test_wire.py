@@ -116,6 +116,9 @@ def test_dtype_and_shape_problems_are_named():
             "bases": ["RuntimeError"],
             "message": "Float did not match Double",
         },
-        "f",
+        "f(tensor [2] float32)",
     )
-    assert describe(raised, 100, 1.0) == "f(...) raised RuntimeError: Float did not match Double"
+    assert (
+        describe(raised, 100, 1.0)
+        == "f(tensor [2] float32) raised RuntimeError: Float did not match Double"
+    )
