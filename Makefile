@@ -79,7 +79,7 @@ checkpoints: setup
 # A test compares each recording's checkpoint hashes with the shipped files.
 results: setup
 	$(BIN)/python -m pecourse.experiments run --save
-	$(BIN)/python -m pecourse.studies run $(STUDIES) --log-dir build/results-log
+	$(BIN)/python -m pecourse.studies run $(STUDIES)
 	$(BIN)/python -m pecourse.base_crossing
 
 STUDIES := cope_counting text_extrapolation imposed_windows windowed_passkey grid_width_transfer \
