@@ -539,14 +539,6 @@ def yarn_temperature(factor: float) -> dict:
 
 
 @check
-def yarn_softmax_multiplier(factor: float, mscale_all_dim: float) -> float:
-    """DeepSeek-V2 style: the temperature moves from cos/sin into the softmax scale."""
-    from pecourse.positions.rope_scaling import yarn_mscale
-
-    return yarn_mscale(factor, mscale_all_dim) ** 2
-
-
-@check
 def llama3_band_edge(edge: str, factor: float = 8.0, original_max_position: int = 8192) -> float:
     """The wavelength at which Llama 3.1's rule stops keeping a pair (``"high"``) or starts
     dividing it by the full factor (``"low"``), found by bisection on the package's ``llama3``.

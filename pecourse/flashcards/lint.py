@@ -1,4 +1,4 @@
-"""``pecourse cards lint``: the deck's writing rules as a command.
+r"""``pecourse cards lint``: the deck's writing rules as a command.
 
 The rules follow the minimum-information principle of spaced-repetition writing (one fact
 per card, short answers, no sets, no cued yes/no questions), plus what this course needs
@@ -9,13 +9,24 @@ prints after them.
 - **structure**: :func:`pecourse.flashcards.deck.validate_deck` (fields, ids, cloze syntax);
 - **length**: the answer (a basic card's back; a cloze card's deletions and note) has at most
   ``MAX_ANSWER_WORDS`` words, unless the card's ``long`` says why it needs up to
-  ``MAX_LONG_WORDS``; a ``$...$`` span or a code span counts as one word;
+  ``MAX_LONG_WORDS``. A formula counts by its symbols (each variable, number and named
+  function or letter such as ``\ln`` or ``\theta``; operators, brackets and spacing commands
+  are free), a code span as one word. Across a whole deck (``MEDIAN_MIN_CARDS`` basic cards or
+  more) the median basic answer has at most ``MAX_MEDIAN_WORDS`` words: an answer is a phrase
+  to recall, not an explanation;
+- **negation**: no answer that is a bare negation ("None.", "Nothing:", "Not at all"); it is
+  guessable from the front's shape. Ask for what is there instead;
 - **enumerations**: no bulleted or numbered lists, no "name two", "list" fronts;
 - **fronts**: no yes/no fronts (Does/Is/Can ...), no "Pitfall:" prefix that cues "no";
 - **duplicates**: no two cards whose questions, or whose answers, are the same or at least
   ``NEAR_DUPLICATE`` alike (difflib's ratio) once normalised (case, punctuation, cloze
-  markup and spacing inside math removed). This catches copies and light rewordings; it
-  cannot tell two cards on one topic from two cards on one fact, which is the writer's job;
+  markup and spacing inside math removed). This catches copies and light rewordings;
+- **same fact**: no two cards whose key terms (the content words, numbers and formula
+  symbols of the whole card, weighted by how rare they are in the deck: tf-idf) have a cosine
+  similarity of ``SAME_FACT`` or more, unless the pair is listed in ``DISTINCT_FACTS`` with
+  the reason the two facts differ. Sharing rare terms is how two cards on one fact look
+  (a formula and its instance, two cards on one table); a paraphrase that shares no term
+  escapes it, which stays the writer's job;
 - **sources**: ``source`` starts with the card's own chapter, ``ch. NN``;
 - **numbers**: every number the answer states (and the question does not) is covered by a
   check or listed in ``quoted``, and every quoted number is on the card;
@@ -25,17 +36,22 @@ prints after them.
 from __future__ import annotations
 
 import difflib
+import math
 import re
 import statistics
+from collections import Counter
 from dataclasses import dataclass
 
 from . import cloze
 from .deck import Flashcard, load_deck, load_retired, validate_deck
 from .numbers import normalise_digits, number_tokens, tokens_of_written
 
-MAX_ANSWER_WORDS = 25
-MAX_LONG_WORDS = 40
+MAX_ANSWER_WORDS = 20
+MAX_LONG_WORDS = 30
+MAX_MEDIAN_WORDS = 10
+MEDIAN_MIN_CARDS = 50  # the median rule is about a deck, not a handful of cards
 NEAR_DUPLICATE = 0.8
+SAME_FACT = 0.45
 MIN_COMPARED = 6  # words: short answers (a formula, two numbers) are alike by nature
 
 _MATH = re.compile(r"\$\$.+?\$\$|\$.+?\$|`[^`]+`", re.S)
@@ -47,11 +63,29 @@ _SET_FRONT = re.compile(
     r"\b(?:name (?:two|three|four|five|all)|list (?:the|all|two|three|four))\b", re.I
 )
 _LIST_LINE = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+", re.M)
+_NEGATION = re.compile(
+    r"^\W*(?:no|none|nothing|never|neither|not at all|not really)\s*(?:[.,:;!—–-]|$)", re.I
+)
+# A formula's symbols: a named function or letter (\ln, \theta), a single letter, a number.
+_SYMBOL = re.compile(r"\\[A-Za-z]+|[A-Za-z]|\d+(?:[.,]\d+)*")
+_NOT_SYMBOLS = frozenset(
+    r"\left \right \big \Big \bigl \bigr \Bigl \Bigr \mathrm \text \operatorname \mathbf "
+    r"\boldsymbol \frac \tfrac \dfrac \dots \ldots \cdots \cdot \times \top \le \ge \leq "
+    r"\geq \lfloor \rfloor \lceil \rceil \quad \qquad".split()
+)
+
+
+def _span_words(span: str) -> int:
+    if span.startswith("`"):
+        return 1
+    return max(1, sum(1 for s in _SYMBOL.findall(span) if s not in _NOT_SYMBOLS))
 
 
 def answer_words(card: Flashcard) -> int:
-    """Words in the answer; a math or code span counts as one."""
-    return len(_MATH.sub(" X ", card.answer_part()).split())
+    """Words in the answer: a formula counts by its symbols, a code span as one word."""
+    text = card.answer_part()
+    spans = sum(_span_words(m.group(0)) for m in _MATH.finditer(text))
+    return spans + len(_MATH.sub(" ", text).split())
 
 
 def _normalise(text: str) -> str:
@@ -105,6 +139,8 @@ def lint_deck(cards: list[Flashcard] | None = None, retired: dict | None = None)
         if words > limit:
             why = f"(its 'long' reason allows {MAX_LONG_WORDS})" if card.long else ""
             problems.append(f"{where}: answer has {words} words, more than {limit} {why}".rstrip())
+        if _NEGATION.match(card.answer_part()):
+            problems.append(f"{where}: the answer is a bare negation (ask for what is there)")
         for name in ("front", "back"):
             if _LIST_LINE.search(getattr(card, name)):
                 problems.append(f"{where}: a bulleted or numbered list in {name} (split the card)")
@@ -126,8 +162,104 @@ def lint_deck(cards: list[Flashcard] | None = None, retired: dict | None = None)
             problems.append(f"{where}: same answer as {answers[answer]!r}")
         answers.setdefault(answer, card.id)
         problems += _number_problems(card, where)
+    basic = [answer_words(c) for c in cards if not c.is_cloze]
+    if len(basic) >= MEDIAN_MIN_CARDS and statistics.median(basic) > MAX_MEDIAN_WORDS:
+        problems.append(
+            f"the median basic answer has {statistics.median(basic):g} words, more than "
+            f"{MAX_MEDIAN_WORDS}: shorten the longest answers"
+        )
     problems += _near_duplicates(cards)
+    problems += _same_facts(cards)
     return problems
+
+
+# Pairs above SAME_FACT that were read and test different facts (siblings on one topic),
+# with why. A pair that is merged or reworded drops out of this list's use on its own.
+DISTINCT_FACTS: dict[frozenset, str] = {
+    frozenset(pair): why
+    for *pair, why in [
+        ("base-llama3-500k", "base-missing-theta", "Llama 3's base vs the loaders' fallback"),
+        ("nope-theorem1", "nope-theorem2-relative", "Theorem 1 (absolute) vs Theorem 2 (relative)"),
+        ("base-sets-spectrum", "base-slowest-wavelength", "the formula vs its slowest end ≈ 2πb"),
+        ("yarn-definition", "deepseek-mscale", "YaRN's factor vs where DeepSeek applies it"),
+        ("irope-qk-norm", "irope-smollm3", "Llama 4's QK norm vs SmolLM3's layer plan"),
+        ("alibi-slope-formula", "alibi-non-power-of-two", "power-of-two formula vs the other n"),
+        ("sin-projection-breaks", "tupe-untied", "why the cross terms break vs TUPE's remedy"),
+        ("alibi-needle-reach", "ctx-dilution-margin", "ALiBi's reach vs dilution without bias"),
+        ("t5-last-bucket-start", "t5-bucket-layout", "where saturation starts vs the layout"),
+        ("sin-dot-product", "sin-shift-head", "p·p vs a head built from M(Δ)"),
+        ("sin-linear-shift", "sin-dot-product", "the shift matrix vs the dot product"),
+        ("pose-definition", "pose-continuity", "PoSE's skips vs why chunks stay consecutive"),
+        ("mrope-axial-2d", "rope-definition", "2D axial rotation vs 1D RoPE"),
+        ("rope-definition", "ntk-by-parts", "RoPE's angle vs the turns NTK-by-parts counts"),
+        ("extrap-anil", "nope-scratchpad", "Anil et al. vs Kazemnejad et al. on scratchpads"),
+        ("perm-encoder-depth", "perm-causal-two-layers", "no mask: never; causal: two layers"),
+        (
+            "learned-abs-no-relative-structure",
+            "pe-undefined-past-length",
+            "no built-in distance vs undefined past the table",
+        ),
+        ("perm-bag-of-words", "perm-encoder-depth", "the pooled summary vs depth without a mask"),
+        ("irope-llama4", "irope-smollm3", "Llama 4's plan vs SmolLM3 copying its rhythm"),
+        ("perm-bag-of-words", "perm-causal-two-layers", "the pooled summary vs the causal case"),
+        ("extrap-t5-runner-up", "extrap-press-ranking", "ALiBi stays flat vs T5 second, slow"),
+        ("extrap-rope-failure", "extrap-alibi-meets", "RoPE meets unseen angles vs ALiBi's line"),
+    ]
+}
+
+_STOP = frozenset(
+    """a an the of to in on at by for from with and or but not no is are was were be been being
+    it its this that these those as into than then so such what which who whom whose why how when
+    where does do did can could should would will has have had their there they them we you one
+    each every any all only also just more most less much many very about after before over under
+    between per same other another while if up down out own""".split()
+)
+
+
+def _key_terms(card: Flashcard) -> list[str]:
+    """Content words, numbers and formula symbols of the whole card (question and answer)."""
+    text = f"{card.answer() if card.is_cloze else card.front + ' ' + card.back}"
+    text = re.sub(r"\\([A-Za-z]+)", r" \1 ", text).lower()
+    terms = []
+    for word in re.findall(r"[a-z][a-z0-9_\-]*|\d+(?:[.,]\d+)*", text):
+        word = word.replace(",", "")
+        if word in _STOP or (len(word) < 3 and not word[0].isdigit()):
+            continue
+        if len(word) > 4 and word.endswith("s") and not word.endswith("ss"):
+            word = word[:-1]  # plural: "keys" and "key" are one term
+        terms.append(word)
+    return terms
+
+
+def same_fact_scores(cards: list[Flashcard]) -> list[tuple[float, str, str]]:
+    """Cosine similarity of every pair's tf-idf key-term vectors, highest first. A term
+    used by one card only cannot connect two cards and is left out."""
+    counts = [Counter(_key_terms(c)) for c in cards]
+    df = Counter(t for c in counts for t in c)
+    n = len(cards)
+    vectors = []
+    for c in counts:
+        v = {t: (1 + math.log(k)) * math.log(n / df[t]) for t, k in c.items() if df[t] > 1}
+        norm = math.sqrt(sum(w * w for w in v.values())) or 1.0
+        vectors.append({t: w / norm for t, w in v.items()})
+    scores = []
+    for a in range(n):
+        for b in range(a + 1, n):
+            shared = vectors[a].keys() & vectors[b].keys()
+            score = sum(vectors[a][t] * vectors[b][t] for t in shared)
+            scores.append((score, cards[a].id, cards[b].id))
+    return sorted(scores, reverse=True)
+
+
+def _same_facts(cards: list[Flashcard]) -> list[str]:
+    if len(cards) < 3:  # idf needs a deck to say which terms are rare
+        return []
+    return [
+        f"cards {a!r} and {b!r}: they share their key terms ({score:.2f} ≥ {SAME_FACT}); merge "
+        "them if they test one fact, or add the pair to lint.DISTINCT_FACTS with the difference"
+        for score, a, b in same_fact_scores(cards)
+        if score >= SAME_FACT and frozenset((a, b)) not in DISTINCT_FACTS
+    ]
 
 
 def _near_duplicates(cards: list[Flashcard]) -> list[str]:
@@ -163,6 +295,7 @@ class DeckStats:
     cards: int
     cloze: int
     median_answer_words: float
+    median_basic_answer_words: float
     max_answer_words: int
     checked: int
     long: int
@@ -170,7 +303,8 @@ class DeckStats:
     def lines(self) -> list[str]:
         return [
             f"cards: {self.cards} ({self.cloze} cloze)",
-            f"answer words: median {self.median_answer_words:g}, max {self.max_answer_words}",
+            f"answer words: median {self.median_answer_words:g} (basic cards "
+            f"{self.median_basic_answer_words:g}), max {self.max_answer_words}",
             f"cards with number or formula checks: {self.checked}; long answers: {self.long}",
         ]
 
@@ -182,6 +316,9 @@ def deck_stats(cards: list[Flashcard] | None = None) -> DeckStats:
         cards=len(cards),
         cloze=sum(c.is_cloze for c in cards),
         median_answer_words=statistics.median(counts),
+        median_basic_answer_words=statistics.median(
+            [n for n, c in zip(counts, cards) if not c.is_cloze] or [0]
+        ),
         max_answer_words=max(counts),
         checked=sum(bool(c.checks) for c in cards),
         long=sum(bool(c.long) for c in cards),

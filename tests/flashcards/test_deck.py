@@ -55,8 +55,8 @@ def test_per_concept_counts_match_the_notebooks_quiz_cells():
 
 def test_the_deck_follows_the_minimum_information_principle():
     words = [answer_words(c) for c in CARDS]
-    assert statistics.median(words) <= 25
-    assert all(w <= 25 or c.long for w, c in zip(words, CARDS))
+    assert statistics.median(w for w, c in zip(words, CARDS) if not c.is_cloze) <= 10
+    assert all(w <= 20 or c.long for w, c in zip(words, CARDS))
     assert sum(c.is_cloze for c in CARDS) >= 30
 
 

@@ -1,6 +1,9 @@
 """``pecourse cards lint``: the deck's writing rules, each shown to catch what it names."""
 
 import dataclasses
+import json
+import statistics
+from pathlib import Path
 
 import pytest
 
@@ -20,7 +23,8 @@ def test_the_deck_is_clean():
 def test_stats():
     stats = deck_stats(CARDS)
     assert stats.cards == 157 and stats.cloze >= 30
-    assert stats.median_answer_words <= 25 and stats.max_answer_words <= lint.MAX_LONG_WORDS
+    assert stats.median_basic_answer_words <= lint.MAX_MEDIAN_WORDS
+    assert stats.max_answer_words <= lint.MAX_ANSWER_WORDS
     assert stats.checked >= 35
     assert any("cloze" in line for line in stats.lines())
 
@@ -37,8 +41,12 @@ def _problems(card, others=()):
 @pytest.mark.parametrize(
     "fields, message",
     [
-        ({"back": " ".join(["word"] * 26)}, "answer has 26 words"),
-        ({"back": " ".join(["word"] * 41), "long": "a derivation"}, "answer has 41 words"),
+        ({"back": " ".join(["word"] * 21)}, "answer has 21 words"),
+        ({"back": " ".join(["word"] * 31), "long": "a derivation"}, "answer has 31 words"),
+        ({"back": r"It is $\delta = (s - \ln(1/m))/m$ " + "word " * 13}, "answer has 21 words"),
+        ({"back": "None."}, "bare negation"),
+        ({"back": "Nothing: rotations are orthogonal."}, "bare negation"),
+        ({"back": "Not at all, it is the same."}, "bare negation"),
         ({"back": "- one\n- two"}, "bulleted or numbered list"),
         ({"back": "1. one\n2. two"}, "bulleted or numbered list"),
         ({"front": "Name two models that use ALiBi."}, "asks for a set"),
@@ -79,11 +87,56 @@ def test_duplicates_and_near_duplicates():
     assert _problems(a, [other]) == ""
 
 
-def test_answer_words_count_math_and_code_as_one():
+def test_answer_words_count_formulas_by_symbols_and_code_as_one():
     card = _card(back=r"$x_i + P_t$ and `position_ids` here")
-    assert answer_words(card) == 4
+    assert answer_words(card) == 4 + 3  # x, i, P, t; the code span; two words
+    assert answer_words(_card(back=r"$\tfrac{1}{2} \cdot \ln(10)/m$")) == 5  # 1, 2, ln, 10, m
     cloze_card = _card(type="cloze", front="A {{c1::two words}} text.", back="note")
     assert answer_words(cloze_card) == 3
+
+
+def test_answers_that_start_with_a_negation_but_say_more_pass():
+    for back in ("Nothing up to $L$; beyond it, NTK-aware scaling.", "None of the heads: ALiBi."):
+        assert "bare negation" not in _problems(_card(back=back))
+
+
+def test_the_median_rule_sees_a_deck_of_explanations():
+    long = " ".join(["word"] * 11)
+    deck = [
+        _card(id=f"c{k}", front=f"Question {k} about topic {k * 7}?", back=long) for k in range(60)
+    ]
+    problems = lint_deck(deck, retired={})
+    assert any("median basic answer has 11 words" in p for p in problems)
+    assert statistics.median(answer_words(c) for c in CARDS if not c.is_cloze) <= 10
+
+
+RETIRED_DUPLICATES = json.loads(
+    (Path(__file__).parent / "data" / "issue29_retired_duplicates.json").read_text()
+)
+
+
+@pytest.mark.parametrize("entry", RETIRED_DUPLICATES, ids=lambda e: e["card"]["id"])
+def test_same_fact_rule_finds_the_review_duplicates(entry):
+    # Six of the fourteen near-duplicate groups of the issue-29 review, each put back next to
+    # the card it duplicated: the key-term rule flags the pair.
+    old = Flashcard.from_dict(entry["card"])
+    problems = lint_deck([*CARDS, old], retired={})
+    pair = {old.id, entry["duplicate_of"]}
+    assert any("share their key terms" in p and all(repr(i) in p for i in pair) for p in problems)
+
+
+def test_distinct_fact_pairs_name_current_cards_that_the_rule_would_flag():
+    scores = {frozenset((a, b)): s for s, a, b in lint.same_fact_scores(CARDS)}
+    for pair in lint.DISTINCT_FACTS:
+        assert pair <= set(BY_ID), f"stale DISTINCT_FACTS entry {sorted(pair)}"
+        assert scores[pair] >= lint.SAME_FACT, f"{sorted(pair)} no longer needs an exception"
+
+
+def test_same_fact_rule_leaves_unrelated_cards_alone():
+    a = _card(id="a", front="What does ALiBi add to each score?", back="A linear distance penalty.")
+    b = _card(id="b", front="Which base does Llama 3 use?", back="500,000.", quoted=("500000",))
+    c = _card(id="c", front="What does CoPE count?", back="Gated tokens between key and query.")
+    assert "share their key terms" not in _problems(a, [b, c])
 
 
 def test_cli_lint(capsys, monkeypatch):
