@@ -4,8 +4,10 @@ is, with JupyterHub's test authenticator and local-process spawner as the site's
 One instructor and two students, each with a server the Hub starts (REST API). The instructor
 generates and releases an assignment through the formgrader's API, both students fetch it,
 write their answers (one right, one wrong) and submit through nbgrader's exchange from their
-own servers; the instructor collects, autogrades, generates and releases feedback; each
-student fetches theirs. What a class does in the browser, through the same handlers.
+own servers; the instructor collects, autogrades, grades the collected folder again with
+`pecourse grade` (sandboxed: the same verdict for every part), generates and releases
+feedback; each student fetches theirs. What a class does in the browser, through the same
+handlers.
 
 Every process is started here and stopped here by PID: the Hub, its proxy
 (configurable-http-proxy from npm, which scripts/install puts in the venv) and three
@@ -14,6 +16,7 @@ single-user servers with their kernels.
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import secrets
@@ -323,6 +326,29 @@ def test_a_class_on_jupyterhub(hub, tmp_path):
         }
     assert scores["ada"] == points
     assert scores["bob"] == {k: (0.0 if k in failing else v) for k, v in points.items()}
+
+    # the collected submissions graded in pecourse's sandbox, as the instructor would from a
+    # terminal of their server: the same verdict for every part
+    graded = subprocess.run(
+        [
+            str(BIN / "pecourse"),
+            "grade",
+            str(course / "submitted"),
+            "--exercise",
+            SLUG,
+            "--out",
+            str(tmp_path / "gradebook.csv"),
+            "--quiet",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=180,
+    )
+    assert graded.returncode == 0, graded.stdout[-3000:]
+    with (tmp_path / "gradebook.csv").open(newline="") as f:
+        ours = {(r["student"], r["part"]): float(r["points"]) for r in csv.DictReader(f)}
+    assert ours == {(s, part): score for s in STUDENTS for part, score in scores[s].items()}
 
     # each student fetches their own feedback, which shows their own total
     total_max = sum(points.values())
