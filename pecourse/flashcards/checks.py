@@ -174,6 +174,27 @@ def rope_pairs(head_dim: int) -> int:
     return inv_freq(head_dim).numel()
 
 
+@check
+def mrope_sections_count_pairs(head_dim: int, sections: list) -> bool:
+    """transformers' Qwen2-VL splits its per-pair frequencies (``head_dim / 2`` wide) by
+    ``mrope_section``, then doubles them to the head: the sections, read as pairs, give a
+    ``head_dim``-wide table; read as coordinates (each doubled) they do not split at all."""
+    from types import SimpleNamespace
+
+    import torch
+    from transformers.models.qwen2_vl.modeling_qwen2_vl import Qwen2VLRotaryEmbedding
+
+    recompose = Qwen2VLRotaryEmbedding.recomposition_frequencies
+    freqs = torch.rand(3, 1, 5, head_dim // 2)
+    as_pairs = recompose(SimpleNamespace(mrope_section=sections), freqs)
+    try:
+        recompose(SimpleNamespace(mrope_section=[2 * n for n in sections]), freqs)
+        as_coordinates_fails = False
+    except RuntimeError:
+        as_coordinates_fails = True
+    return as_pairs.shape[-1] == head_dim and as_coordinates_fails
+
+
 # -- 07 relative representations -----------------------------------------------------------------
 
 
@@ -513,12 +534,19 @@ def randomized_unit_gaps_mean(n: int, L: int, draws: int = 4000, seed: int = 0) 
 
 @check
 def ntk_base(head_dim: int, base: float, factor: float) -> dict:
-    from pecourse.positions.rope_scaling import SCALINGS
+    """The new base, read back from transformers' dynamic NTK at ``factor`` 1 and a current
+    length of ``s·L`` (its effective factor is then exactly ``s``): ``b' = θ_1^{-d/2}``."""
+    from transformers import LlamaConfig
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 
-    freqs, attention_factor = SCALINGS["ntk"](head_dim, base, factor=factor)
-    if attention_factor != 1.0:
-        raise AssertionError("NTK-aware scaling has no attention factor")
-    new_base = float(freqs[1]) ** (-head_dim / 2)  # θ_1 = b'^{-2/d}
+    original = 2048
+    config = LlamaConfig(
+        hidden_size=head_dim * 4, num_attention_heads=4, head_dim=head_dim,
+        max_position_embeddings=original,
+        rope_parameters={"rope_type": "dynamic", "factor": 1.0, "rope_theta": base},
+    )  # fmt: skip
+    inv_freq, _ = ROPE_INIT_FUNCTIONS["dynamic"](config, "cpu", seq_len=int(factor * original))
+    new_base = float(inv_freq.double()[1]) ** (-head_dim / 2)  # θ_1 = b'^{-2/d}
     return {"value": new_base, "b": base, "s": factor, "d": head_dim}
 
 
@@ -595,10 +623,30 @@ def counter_collision(dtype: str) -> int:
 
 
 @check
-def rope_base_lower_bound(context_length: int, head_dim: int) -> float:
+def rope_base_lower_bound(context_length: int, head_dim: int, step: float = 50.0) -> float:
+    """The package's smallest admissible base ``b*`` (Men et al.: ``B_m = Σ_i cos(m θ_i) >= 0``
+    for every ``m <= L``), accepted only after a scan written here in torch float64 agrees:
+    ``b*`` itself passes and every base on a grid of ``step`` below it fails. (The admissible
+    set has narrow windows, so a coarse grid alone would overshoot the minimum.)"""
+    import torch
+
     from pecourse.derivations import rope_base_lower_bound as bound
 
-    return float(bound(context_length, head_dim))
+    b_star = float(bound(context_length, head_dim))
+    m = torch.arange(1, context_length + 1, dtype=torch.float64)[:, None]
+    exponent = -2 * torch.arange(head_dim // 2, dtype=torch.float64) / head_dim
+
+    def worst(bases):
+        theta = bases[:, None] ** exponent  # [bases, d/2]
+        return torch.cos(m[None] * theta[:, None, :]).sum(-1).amin(-1)  # [bases]
+
+    if float(worst(torch.tensor([b_star], dtype=torch.float64))[0]) < -1e-9:
+        raise AssertionError(f"B_m < 0 somewhere at the package's b* = {b_star:g}")
+    below = torch.arange(step, b_star - step / 2, step, dtype=torch.float64)
+    for chunk in below.split(64):
+        if bool((worst(chunk) >= 0).any()):
+            raise AssertionError(f"a base below b* = {b_star:g} passes: {chunk[worst(chunk) >= 0]}")
+    return b_star
 
 
 # -- running a check ------------------------------------------------------------------------------

@@ -159,3 +159,14 @@ def test_check_module_documents_both_kinds():
     doc = checks_module.__doc__
     assert "**number**" in doc and "**formula**" in doc
     assert isinstance(CARDS[0], Flashcard)
+
+
+def test_predicate_checks_can_fail():
+    # A predicate check reads no number off the card, so a text mutation cannot fail it: show
+    # instead that each one rejects a wrong claim of the same shape.
+    assert CHECKS["smollm3_nope_every"]("fourth") and not CHECKS["smollm3_nope_every"]("third")
+    assert not CHECKS["rope_slowest_just_under"](2, 10000.0)  # one pair: its wavelength is 2π
+    card = BY_ID["mrope-sections"]
+    as_coordinates = dict(card.checks[0], args={"head_dim": 128, "sections": [32, 48, 48]})
+    assert run_check(card, as_coordinates)
+    assert CHECKS["meta_to_half_permutation"](8, 2)  # True only if the unpermuted load fails
