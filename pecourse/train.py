@@ -39,10 +39,30 @@ from .data import TASKS, passkey_batch, task_batch, text_batch
 from .model import ModelConfig, TinyGPT, checkpoint_dir, load_checkpoint, save_checkpoint
 from .seed import seed_everything
 
-__all__ = ["TrainConfig", "train", "bos_window", "RECIPES", "train_recipe", "register", "main"]
+__all__ = [
+    "TrainConfig",
+    "train",
+    "train_step",
+    "make_optimizer",
+    "prepare_network",
+    "wants_compile",
+    "COMPILE_MIN_TOKENS",
+    "bos_window",
+    "RECIPES",
+    "train_recipe",
+    "register",
+    "main",
+]
 
 DATA = ("text", "text+passkey", "text+bos", *TASKS)
 AUGMENT = ("none", "randomized", "pose")
+COMPILE = ("auto", "yes", "no")
+
+#: ``compile="auto"`` compiles runs of at least this many training tokens (steps x batch x
+#: length). ``benchmarks/train_cpu.py`` measures what compilation buys a step; its one-off
+#: cost (tens of seconds on two cores with an empty inductor cache) is only repaid by runs
+#: this long. The shipped recipes (at most 2,500 x 16 x 64 = 2.6 M tokens) run eagerly.
+COMPILE_MIN_TOKENS = 4_000_000
 
 
 @dataclass
@@ -56,7 +76,11 @@ class TrainConfig:
     :data:`pecourse.data.TASKS` (loss on the answers only; ``task_options`` go to its
     generator). ``augment`` draws position ids spanning ``augment_len``. ``init_from``
     names a checkpoint (or path) to continue from. ``threads`` is torch's intra-op thread
-    count; results are bit-identical only for the same count.
+    count; results are bit-identical only for the same count. ``compile`` runs the model
+    under ``torch.compile`` (``"yes"``), eagerly (``"no"``), or compiled only for runs of at
+    least :data:`COMPILE_MIN_TOKENS` tokens (``"auto"``); a compiled model is used only once
+    it has matched the eager one on this machine (:func:`prepare_network`). Compiled and
+    eager steps agree to float rounding, not bit for bit.
     """
 
     steps: int = 800
@@ -76,6 +100,7 @@ class TrainConfig:
     init_from: str | None = None
     log_every: int = 20
     threads: int = 1
+    compile: str = "auto"
 
     def __post_init__(self):
         check_int("steps", self.steps, minimum=0)
@@ -89,6 +114,7 @@ class TrainConfig:
         check_int("augment_len", self.augment_len, minimum=0)
         check_int("log_every", self.log_every, minimum=1)
         check_int("threads", self.threads, minimum=1)
+        check_choice("compile", self.compile, COMPILE)
 
     @classmethod
     def from_dict(cls, d: dict) -> TrainConfig:
@@ -159,6 +185,100 @@ def _positions(cfg: TrainConfig, length: int, g: torch.Generator):
     )
 
 
+def make_optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.AdamW:
+    """AdamW (betas 0.9, 0.95) with weight decay on the weight matrices only: embeddings,
+    LayerNorms and biases are not decayed (nanoGPT's grouping)."""
+    decay = [p for n, p in model.named_parameters() if p.ndim >= 2 and "emb" not in n]
+    other = [p for n, p in model.named_parameters() if not (p.ndim >= 2 and "emb" not in n)]
+    # fused: one kernel updates every tensor (torch's default on the CPU is a Python loop
+    # over them, a sizeable share of a step for a model this small); same update, rounded
+    # in a different order.
+    fused = all(p.device.type in ("cpu", "cuda") for p in decay + other)
+    return torch.optim.AdamW(
+        [
+            {"params": decay, "weight_decay": cfg.weight_decay},
+            {"params": other, "weight_decay": 0.0},
+        ],
+        lr=cfg.lr,
+        betas=(0.9, 0.95),
+        fused=fused or None,
+    )
+
+
+def wants_compile(cfg: TrainConfig, train_len: int, *, world_size: int = 1) -> bool:
+    """Whether :func:`train` compiles the model for this run (before the check on this
+    machine, which may still refuse it): never under DDP; else as ``cfg.compile`` says."""
+    if world_size > 1 or cfg.compile == "no":
+        return False
+    return cfg.compile == "yes" or cfg.steps * cfg.batch_size * train_len >= COMPILE_MIN_TOKENS
+
+
+def prepare_network(model: nn.Module, cfg: TrainConfig, sample=None, *, world_size: int = 1):
+    """The network :func:`train` runs its steps through, and whether it is compiled.
+
+    Under DDP (``world_size > 1``) the model wrapped by DDP; where :func:`wants_compile`,
+    ``torch.compile(model)`` once it has agreed with the eager model on ``sample`` (a batch
+    ``(inputs, targets, answer, positions)``): the same loss and gradients from the same
+    weights, to float32 rounding. Inductor writes C++ for the CPU in hand, so the check runs
+    on the machine that trains, once per configuration and process
+    (:func:`pecourse.kernels.verify.trusted`); where it fails, a ``CompiledPathWarning`` says
+    so and the eager model trains. The check leaves the model's weights and gradients as
+    they were. Returns ``(network, compiled)``.
+    """
+    if world_size > 1:
+        return nn.parallel.DistributedDataParallel(model), False
+    if not wants_compile(cfg, model.config.train_len, world_size=world_size):
+        return model, False
+    if sample is None:
+        raise ValueError("sample must be a batch (inputs, targets, answer, positions) to compile")
+    from .kernels import verify
+
+    compiled = torch.compile(model)
+    x, y, _, positions = sample
+
+    def loss_and_grads(net):
+        model.zero_grad(set_to_none=True)
+        _, loss = net(x, positions, y)
+        loss.backward()
+        out = (loss.detach(), *(p.grad.clone() for p in model.parameters()))
+        model.zero_grad(set_to_none=True)
+        return out
+
+    key = (
+        json.dumps(model.config.to_dict(), sort_keys=True),
+        tuple(x.shape),
+        None if positions is None else tuple(positions.shape),
+        torch.get_num_threads(),
+        model.training,
+    )
+    ok = verify.trusted(
+        "train.compiled_model",
+        key,
+        lambda: (loss_and_grads(compiled), loss_and_grads(model)),
+        lambda: (
+            f"TinyGPT {model.config.plan} d_model={model.config.d_model}, batch {tuple(x.shape)}"
+        ),
+    )
+    return (compiled, True) if ok else (model, False)
+
+
+def train_step(net, opt, cfg: TrainConfig, x, y, answer=None, positions=None) -> torch.Tensor:
+    """One step of :func:`train`: forward, loss, backward, gradient clipping, AdamW.
+
+    ``net(x, positions, y)`` returns ``(logits, loss)`` (a :class:`TinyGPT`, or the same
+    model wrapped by DDP); ``answer`` marks the passkey answers that get the extra loss
+    term. Returns the loss, still a tensor (reading it is a sync the caller may skip).
+    """
+    logits, loss = net(x, positions, y)
+    if answer is not None and answer.any() and cfg.answer_weight:
+        loss = loss + cfg.answer_weight * F.cross_entropy(logits[answer], y[answer])
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    nn.utils.clip_grad_norm_(net.parameters(), cfg.grad_clip)
+    opt.step()
+    return loss
+
+
 def _distributed() -> tuple[int, int]:
     """``(rank, world_size)``; initialises gloo when launched by torchrun."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
@@ -183,7 +303,7 @@ def train(
     steps), the wall time and, with ``evaluate``, final metrics (validation loss at
     ``train_len``, and passkey accuracy when passkeys were in the mix). With ``out`` (a
     path without suffix) rank 0 writes the checkpoint. Deterministic for a given seed,
-    thread count and world size.
+    thread count, world size and whether the model ran compiled (``record["compiled"]``).
 
     ``stop_after`` runs only the first steps of the run ``train_config`` describes (the
     learning-rate schedule still spans ``steps``), so a test can check that a recipe still
@@ -221,20 +341,18 @@ def _train(
         base = load_checkpoint(cfg.init_from)
         model.load_state_dict(base.state_dict())  # same shapes; the plan may scale RoPE
     model.train()
-    net = model
-    if world > 1:
-        net = nn.parallel.DistributedDataParallel(model)
     g = torch.Generator().manual_seed(cfg.seed * 1000 + rank + 1)  # each rank its own data
-    decay = [p for n, p in model.named_parameters() if p.ndim >= 2 and "emb" not in n]
-    other = [p for n, p in model.named_parameters() if not (p.ndim >= 2 and "emb" not in n)]
-    opt = torch.optim.AdamW(
-        [
-            {"params": decay, "weight_decay": cfg.weight_decay},
-            {"params": other, "weight_decay": 0.0},
-        ],
-        lr=cfg.lr,
-        betas=(0.9, 0.95),
-    )
+    sample = None
+    if wants_compile(cfg, model_config.train_len, world_size=world):
+        # The compile check's batch comes from a generator of its own: the run's batches
+        # are the same whether it compiles or not.
+        probe = torch.Generator().manual_seed(cfg.seed * 1000 + rank + 1)
+        sample = (
+            *_batch(cfg, model_config.train_len, probe),
+            _positions(cfg, model_config.train_len, probe),
+        )
+    net, compiled = prepare_network(model, cfg, sample, world_size=world)
+    opt = make_optimizer(model, cfg)
     curve, start, smooth = [], time.time(), None
     bar = tqdm(
         range(cfg.steps if stop_after is None else stop_after),
@@ -246,14 +364,7 @@ def _train(
             group["lr"] = lr_at(step, cfg)
         x, y, answer = _batch(cfg, model_config.train_len, g)
         positions = _positions(cfg, model_config.train_len, g)
-        logits, loss = net(x, positions, y)
-        if answer is not None and answer.any() and cfg.answer_weight:
-            loss = loss + cfg.answer_weight * F.cross_entropy(logits[answer], y[answer])
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-        opt.step()
-        value = loss.item()
+        value = train_step(net, opt, cfg, x, y, answer, positions).item()
         smooth = value if smooth is None else 0.9 * smooth + 0.1 * value
         if step % cfg.log_every == 0 or step == cfg.steps - 1:
             curve.append([step, round(value, 4)])
@@ -263,6 +374,7 @@ def _train(
         "steps": cfg.steps,
         "train": asdict(cfg),
         "world_size": world,
+        "compiled": compiled,
         "loss_curve": curve,
         "seconds": round(time.time() - start, 1),
     }

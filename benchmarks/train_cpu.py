@@ -1,0 +1,277 @@
+"""The course's training step on the CPU, side by side in one run: ``pecourse.train``'s step
+(forward, loss, backward, gradient clipping, AdamW) for a shipped recipe vs the same model
+under ``torch.compile`` vs torch's own ``nn.TransformerEncoder`` of the same size.
+
+    .venv/bin/python benchmarks/train_cpu.py [--quick] [--recipe rope] [--threads 2] [--rounds R]
+
+Every variant runs :func:`pecourse.train.train_step` (forward, loss, backward, clipping,
+optimiser step) on the same batches (drawn once from the recipe's data, then cycled) with
+AdamW of the same hyper-parameters and parameter groups; they differ in the network and in
+the AdamW implementation:
+
+- ``pecourse train step``: the step as :func:`pecourse.train.train` runs it for a run long
+  enough to compile (``compile="auto"`` and at least ``COMPILE_MIN_TOKENS`` tokens, or
+  ``compile="yes"``): the model under ``torch.compile``, checked against the eager model on
+  this machine first (:func:`pecourse.train.prepare_network`), and the course's optimiser
+  (:func:`pecourse.train.make_optimizer`, fused AdamW);
+- ``pecourse train step, eager``: the same step without compilation, as the shipped recipes
+  (under a million tokens each) run;
+- ``torch.compile(TinyGPT)``: the same model wrapped by ``torch.compile`` with torch's
+  default AdamW, as a user would write it;
+- ``nn.TransformerEncoder``: torch's layers of the same size (``d_model``, heads, layers,
+  feed-forward width ``mlp_ratio * d_model``, GELU, pre-LayerNorm, no dropout, causal mask
+  passed with ``is_causal=True``) between the same token embedding, final LayerNorm and tied
+  output layer, with torch's default AdamW. It has no position encoding at all (NoPE), so
+  it does less work than a RoPE model.
+
+Speed is tokens per second (``batch_size * train_len`` tokens a step) on ``--threads``
+threads (two by default: the course machine's cores). Ratios are medians of per-round
+ratios, each round timing every variant once, so a busy machine slows all of them alike;
+the spread (p20/p80 of the step times) is reported with them. Compilation happens before
+the timed rounds; its one-off cost is reported separately (``first_step_s``). Target
+(issue 26): the course's step at least as fast as the faster of the two baselines.
+Results go to ``benchmarks/results/train_cpu.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import time
+import warnings
+from dataclasses import replace
+
+import _common
+import timing
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from pecourse import train as train_mod
+from pecourse.model import ModelConfig, TinyGPT
+from pecourse.train import RECIPES, TrainConfig, make_optimizer, train_step
+
+MAIN = "pecourse train step"
+EAGER = "pecourse train step, eager"
+COMPILED = "torch.compile(TinyGPT)"
+ENCODER = "nn.TransformerEncoder"
+BASELINES = (COMPILED, ENCODER)
+
+
+class EncoderLM(nn.Module):
+    """torch's ``nn.TransformerEncoder`` as a causal character model the size of ``config``:
+    the same embedding, final LayerNorm, tied output layer and loss as :class:`TinyGPT`."""
+
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.tok_emb = nn.Embedding(config.vocab_size, config.d_model)
+        layer = nn.TransformerEncoderLayer(
+            config.d_model,
+            config.n_heads,
+            dim_feedforward=config.mlp_ratio * config.d_model,
+            dropout=0.0,
+            activation="gelu",
+            batch_first=True,
+            norm_first=True,
+        )
+        self.encoder = nn.TransformerEncoder(
+            layer, config.n_layers, norm=nn.LayerNorm(config.d_model), enable_nested_tensor=False
+        )
+        mask = nn.Transformer.generate_square_subsequent_mask(config.train_len)
+        self.register_buffer("mask", mask, persistent=False)
+
+    def forward(self, idx, positions=None, targets=None):
+        x = self.encoder(self.tok_emb(idx), mask=self.mask, is_causal=True)
+        logits = x @ self.tok_emb.weight.T
+        loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=-100)
+        return logits, loss
+
+
+def torch_adamw(model: nn.Module, cfg: TrainConfig) -> torch.optim.AdamW:
+    """The course's AdamW (same groups and hyper-parameters) in torch's default
+    implementation, as a baseline written with plain torch would have it."""
+    groups = make_optimizer(model, cfg).param_groups
+    return torch.optim.AdamW(
+        [{"params": g["params"], "weight_decay": g["weight_decay"]} for g in groups],
+        lr=cfg.lr,
+        betas=(0.9, 0.95),
+    )
+
+
+def _stepper(net, opt, cfg: TrainConfig, batches):
+    """A no-argument function running one training step on the next batch (as the loop does,
+    it reads the loss, which waits for the step to finish)."""
+    pool = itertools.cycle(batches)
+
+    def step():
+        x, y, answer, positions = next(pool)
+        return train_step(net, opt, cfg, x, y, answer, positions).item()
+
+    return step
+
+
+def _agreement(compiled, eager, batch) -> float:
+    """Largest difference between the compiled and the eager model's loss and gradients on
+    one batch, from the same weights: the compiled baseline is only timed if it is right."""
+    x, y, _, positions = batch
+    grads = []
+    for net, model in ((compiled, compiled), (eager, eager)):
+        model.zero_grad(set_to_none=True)
+        _, loss = net(x, positions, y)
+        loss.backward()
+        grads.append([loss.detach()] + [p.grad.clone() for p in model.parameters()])
+        model.zero_grad(set_to_none=True)
+    return max(float((a - b).abs().max()) for a, b in zip(*grads))
+
+
+def run(recipe: str, *, rounds: int, min_run_time: float, threads: int, quick: bool) -> dict:
+    model_options = dict(RECIPES[recipe]["model"])
+    train_options = {**RECIPES[recipe]["train"], "threads": threads, "init_from": None}
+    if quick:
+        model_options.update(d_model=16, n_layers=1, n_heads=2, train_len=16)
+        train_options.update(batch_size=2)
+    mc = ModelConfig.from_dict(model_options)
+    cfg = TrainConfig.from_dict(train_options)
+    torch.set_num_threads(threads)
+    g = torch.Generator().manual_seed(0)
+    batches = [
+        (*train_mod._batch(cfg, mc.train_len, g), train_mod._positions(cfg, mc.train_len, g))
+        for _ in range(8)
+    ]
+    tokens = cfg.batch_size * mc.train_len
+
+    torch.manual_seed(0)
+    models = {MAIN: TinyGPT(mc), EAGER: TinyGPT(mc), COMPILED: TinyGPT(mc), ENCODER: EncoderLM(mc)}
+    for name in (EAGER, COMPILED):
+        models[name].load_state_dict(models[MAIN].state_dict())  # same start
+    for m in models.values():
+        m.train()
+    compiled_baseline = torch.compile(models[COMPILED])
+    # before any step, while the compiled baseline and the eager model hold the same weights
+    compile_error = _agreement(compiled_baseline, models[EAGER], batches[0])
+    if not compile_error < 1e-4:
+        raise RuntimeError(f"torch.compile(TinyGPT) disagrees with eager by {compile_error:.3g}")
+    first_step_s, fns = {}, {}
+    start = time.perf_counter()
+    main_net, compiled = train_mod.prepare_network(
+        models[MAIN], replace(cfg, compile="yes"), batches[0]
+    )
+    if not compiled:
+        raise RuntimeError("the course's compiled model failed its check on this machine")
+    setups = {
+        MAIN: (main_net, make_optimizer(models[MAIN], cfg)),
+        EAGER: (models[EAGER], make_optimizer(models[EAGER], cfg)),
+        COMPILED: (compiled_baseline, torch_adamw(models[COMPILED], cfg)),
+        ENCODER: (models[ENCODER], torch_adamw(models[ENCODER], cfg)),
+    }
+    for name, (net, opt) in setups.items():
+        fns[name] = _stepper(net, opt, cfg, batches)
+        if name != MAIN:  # the course's model: timed from its check, which compiles it
+            start = time.perf_counter()
+        fns[name]()  # compiles, where there is anything to compile
+        first_step_s[name] = time.perf_counter() - start
+    fns = {name: fns[name] for name in (MAIN, EAGER, COMPILED, ENCODER)}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", timing.LoadWarning)
+        res = timing.compare(
+            fns, rounds=rounds, baseline=MAIN, min_run_time=min_run_time, num_threads=threads
+        )
+    t = res["timings"]
+    rows = []
+    for name in fns:
+        rows.append(
+            {
+                "variant": name,
+                "tokens_per_s": tokens / t[name].median,
+                "median_ms": t[name].median * 1e3,
+                "p20_ms": t[name].p20 * 1e3,
+                "p80_ms": t[name].p80 * 1e3,
+                "count": t[name].count,
+                "main_speedup": res["ratios"][name] ** -1,  # main's speed / this one's
+                "first_step_s": first_step_s[name],
+            }
+        )
+    print(
+        f"\n== training step on CPU, recipe {recipe!r} ({mc.plan}, d_model {mc.d_model}, "
+        f"{mc.n_layers} layers, {mc.n_heads} heads, {cfg.batch_size} x {mc.train_len} tokens), "
+        f"{threads} thread(s) =="
+    )
+    print(
+        _common.table(
+            rows,
+            [
+                ("variant", "variant", ""),
+                ("tokens_per_s", "tokens/s", ".0f"),
+                ("median_ms", "median ms", ".2f"),
+                ("p20_ms", "p20", ".2f"),
+                ("p80_ms", "p80", ".2f"),
+                ("main_speedup", "pecourse x", ".2f"),
+                ("first_step_s", "first step s", ".1f"),
+            ],
+        )
+    )
+    for w in caught[:1]:
+        print(f"(warning: {w.message})")
+    by = {r["variant"]: r for r in rows}
+    faster = max(BASELINES, key=lambda n: by[n]["tokens_per_s"])
+    # per-round ratio against the faster baseline (medians of per-round ratios, as compare)
+    speedup = by[faster]["main_speedup"]
+    targets = {
+        "variant": MAIN,
+        "faster_baseline": faster,
+        "speedup_vs_faster_baseline": speedup,
+        "speedup_target": 1.0,
+        "speedup_met": speedup >= 1.0,
+    }
+    print(f"\ntargets: {targets}")
+    # What compiling costs once and saves a step: how many steps repay it (this run's cache)
+    saved = by[EAGER]["median_ms"] - by[MAIN]["median_ms"]
+    cost = by[MAIN]["first_step_s"] - by[EAGER]["first_step_s"]
+    break_even = cost / (saved / 1e3) if saved > 0 else None
+    print(
+        f"compiling cost {cost:.1f} s once and saves {saved:.2f} ms a step: "
+        + (f"repaid after {break_even:.0f} steps" if break_even else "never repaid")
+        + f" ({train_mod.COMPILE_MIN_TOKENS / tokens:.0f} steps of this size reach "
+        "COMPILE_MIN_TOKENS)"
+    )
+    return {
+        "recipe": recipe,
+        "model": mc.to_dict(),
+        "batch_size": cfg.batch_size,
+        "tokens_per_step": tokens,
+        "threads": threads,
+        "rounds": rounds,
+        "rows": rows,
+        "compiled_vs_eager_max_abs_error": compile_error,
+        "compile_cost_s": cost,
+        "compile_saves_ms_per_step": saved,
+        "compile_break_even_steps": break_even,
+        "compile_min_tokens": train_mod.COMPILE_MIN_TOKENS,
+        "load_warnings": [str(w.message) for w in caught],
+        "targets": targets,
+    }
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true", help="a tiny model, one round (a smoke test)")
+    p.add_argument("--recipe", default="rope", choices=sorted(RECIPES))
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--rounds", type=int, default=15)
+    p.add_argument("--out", default=None, help="results folder (default benchmarks/results)")
+    args = p.parse_args(argv)
+    rounds = 1 if args.quick else args.rounds
+    res = run(
+        args.recipe,
+        rounds=rounds,
+        min_run_time=0.02 if args.quick else 0.5,
+        threads=args.threads,
+        quick=args.quick,
+    )
+    path = _common.write_results("train_cpu" + ("_quick" if args.quick else ""), res, args.out)
+    print(f"wrote {path}")
+    return res
+
+
+if __name__ == "__main__":
+    main()
