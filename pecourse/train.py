@@ -557,6 +557,12 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--init-from", default=None)
     p.add_argument("--threads", type=int, default=None)
     p.add_argument(
+        "--compile",
+        choices=COMPILE,
+        default=None,
+        help="torch.compile the model: auto (runs of >= COMPILE_MIN_TOKENS tokens), yes, no",
+    )
+    p.add_argument(
         "--out", default=None, help="checkpoint path without suffix (or a folder with --all)"
     )
     p.add_argument("--no-progress", action="store_true")
@@ -576,6 +582,7 @@ def _run(args) -> int:
             augment_len=args.augment_len,
             init_from=args.init_from,
             threads=args.threads,
+            compile=args.compile,
         ).items()
         if v is not None
     }

@@ -120,3 +120,20 @@ def test_the_check_leaves_weights_and_gradients_as_they_were(monkeypatch):
     assert all(p.grad is None for p in model.parameters())
     for k, v in model.state_dict().items():
         assert torch.equal(v, before[k]), k
+
+
+def test_the_command_line_passes_compile_on(monkeypatch, capsys):
+    seen = []
+
+    def fake_train(model_config, train_config, **kwargs):
+        seen.append(train_config)
+        return None, {"steps": 0, "seconds": 0.0, "world_size": 1, "loss_curve": []}
+
+    monkeypatch.setattr(train_mod, "train", fake_train)
+    assert train_mod.main(["--steps", "1", "--compile", "no", "--no-progress"]) == 0
+    assert seen[-1].compile == "no"
+    assert train_mod.main(["--steps", "1", "--no-progress"]) == 0
+    assert seen[-1].compile == "auto"  # the default
+    with pytest.raises(SystemExit):
+        train_mod.main(["--compile", "maybe"])
+    assert "--compile" in capsys.readouterr().err
