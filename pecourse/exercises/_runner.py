@@ -55,7 +55,8 @@ ends), ``workdir`` and ``scratch`` (the fallback's working and temporary directo
 
 Limits: each cell (and each test cell as a whole) gets ``cell_timeout`` seconds, enforced
 in the student's process by ``SIGALRM`` and by the judge, which kills a student that
-ignores it (callbacks into the judge do not extend it); ``RLIMIT_AS``, ``RLIMIT_NPROC``, ``RLIMIT_FSIZE``; printed output is kept up
+ignores it (callbacks into the judge do not extend it); the judge's own address space is
+limited to ``memory_mb`` plus :data:`JUDGE_MB` once it has read its job; ``RLIMIT_AS``, ``RLIMIT_NPROC``, ``RLIMIT_FSIZE``; printed output is kept up
 to ``output_cap`` characters; messages are capped at :data:`wire.MAX_MESSAGE`.
 """
 
@@ -75,6 +76,7 @@ from . import sandbox, wire
 
 MAX_ERROR_CHARS = 600
 GRACE = 3.0  # seconds the judge waits past a budget before it gives the student up
+JUDGE_MB = 512  # the judge's memory on top of the notebook's limit: messages, references
 # Imported once by the fork server, before the zygote is forked. Not the course package:
 # the student's process descends from the zygote and must not hold the reference code.
 PRELOAD = (
@@ -984,6 +986,8 @@ def run_job(job_fd: int, level: str) -> None:
         if spawn_error is not None:
             raise spawn_error
         judge.configure(job, report)
+        # the judge too: a test's callback on a huge input fails here, not the machine
+        sandbox.limit_memory(judge.memory_mb + JUDGE_MB)
         judge.run()
         report({"done": True})
     except BaseException as exc:  # noqa: BLE001 - the judge itself failed: say so

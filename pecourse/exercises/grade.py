@@ -32,8 +32,9 @@ are out of its reach, and nothing it starts outlives its job. How:
 * **The student's process is sandboxed** (:mod:`pecourse.exercises.sandbox`): its own
   user, PID, mount, network, IPC and UTS namespaces, a read-only root that holds only the
   Python installation, a private tmpfs home and ``/tmp``, a fresh unprivileged uid per
-  job when the grader is root, no capabilities, ``no_new_privs``, limits on memory,
-  processes, file size, time and output. ``solutions/``, the course package (the
+  job when the grader is root, no capabilities, ``no_new_privs``, no namespace of its own
+  (so no mount either), limits on memory, processes, file size, time and output (what
+  each covers, and where it does not hold: :class:`Limits`). ``solutions/``, the course package (the
   reference implementations: see :mod:`pecourse.exercises.policy`), the submissions, the
   gradebook, other jobs and the grader's processes do not exist in it; when its PID 1
   dies the kernel kills every process it started, ``setsid`` or not.
@@ -150,6 +151,16 @@ class Limits:
     ``cell_timeout`` and ``wall_clock`` in seconds; ``memory_mb``: address space the
     notebook may add to the interpreter's (``RLIMIT_AS``); ``output_cap``: characters of
     printed output kept.
+
+    What they cover: ``cell_timeout`` bounds each cell and each test cell as a whole,
+    callbacks into the judge included; ``wall_clock`` the whole job. ``memory_mb`` is
+    **per process**, not per job: a notebook may start up to ``sandbox.NPROC`` processes
+    and threads, each with that much, and memory it keeps in a ``memfd`` it does not map
+    is counted nowhere; its tmpfs folders (``/tmp``, home, ``/dev/shm``) hold
+    ``sandbox.SCRATCH_MB`` each. A per-job bound needs cgroup v2, which the grader does
+    not use yet (the machine it was written on offers cgroup v1 only). The judge holds
+    ``memory_mb`` plus ``_runner.JUDGE_MB``; the policy check is linear in a cell and
+    skips cells over ``policy.MAX_CHECKED_CHARS`` (refused as too large to check).
     """
 
     cell_timeout: float = 30.0

@@ -328,6 +328,12 @@ def enter_student(plan: Plan, home_files: dict[str, bytes]) -> None:
     os.chdir("/")
     _mount(None, "/", None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
     os.chdir("/home/student")
+    # No namespace of its own inside the job: a nested user namespace would give the
+    # notebook the capabilities to mount a tmpfs outside every limit. The limits are the
+    # kernel's per-user-namespace counts (Linux 4.9+), set while this process may still.
+    for kind in ("user", "mnt", "pid", "net", "ipc", "uts", "cgroup"):
+        with open(f"/proc/sys/user/max_{kind}_namespaces", "w") as f:
+            f.write("0")
     _drop_capabilities()
 
 
@@ -407,14 +413,19 @@ def enter_fallback(workdir: str, scratch: str, uid: int | None) -> None:
 def set_limits(memory_mb: int, *, own_processes: int = 0) -> None:
     """Address space on top of what is mapped now, no core files, 64 MB files, and a cap
     on processes (``own_processes``: processes this uid already has, for the fallback)."""
-    limit = _address_space() + memory_mb * 1024 * 1024
-    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    limit_memory(memory_mb)
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     fsize = 64 * 1024 * 1024
     resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     nproc = own_processes + NPROC
     resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
+
+
+def limit_memory(memory_mb: int) -> None:
+    """``RLIMIT_AS``: ``memory_mb`` of address space on top of what is mapped now."""
+    limit = _address_space() + memory_mb * 1024 * 1024
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
 
 def _address_space() -> int:

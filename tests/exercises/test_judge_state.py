@@ -57,7 +57,16 @@ CALLBACK_LOOP = {
     "        except BaseException:\n"
     "            pass",
 }
-LIMITS = Limits(cell_timeout=3.0, wall_clock=30.0)
+# exercise 02: a 256 KB input on which the test's function allocates 1 GB per product
+CALLBACK_HOG = {
+    "answer_gap": "def equivariance_gap(attn, x, perm):\n"
+    "    try:\n"
+    "        attn(torch.ones(16000, 4))\n"
+    "    except Exception as exc:\n"
+    "        raise ValueError(f'CALLBACK {type(exc).__name__}: {exc}') from None\n"
+    "    raise ValueError('CALLBACK ran')",
+}
+LIMITS = Limits(cell_timeout=3.0, wall_clock=30.0, memory_mb=256)
 EX01, EX02 = "01_learned_absolute_positions", "02_why_attention_needs_positions"
 
 
@@ -73,6 +82,7 @@ def graded(tmp_path_factory):
         ("zero_rng", EX02): typed(_source(EX02), ZERO_ANSWERS),
         ("honest", EX02): answered(_source(EX02)),
         ("callback_loop", EX02): answered(_source(EX02), CALLBACK_LOOP),
+        ("callback_hog", EX02): answered(_source(EX02), CALLBACK_HOG),
         ("honest", EX01): answered(_source(EX01)),
         ("in_place", EX01): answered(_source(EX01), IN_PLACE),
     }
@@ -112,3 +122,10 @@ def test_callbacks_do_not_extend_the_time_limit(graded):
     assert graded[("callback_loop", EX02, "test_attention")].points > 0
     reason = graded[("callback_loop", EX02, "test_gap")].reason
     assert "ignored the interrupt" in reason, reason
+
+
+def test_the_judge_is_bounded_too(graded):
+    # the judge holds the notebook's memory limit plus room for messages: the test's own
+    # function fails there on a huge input instead of taking the instructor's memory
+    reason = graded[("callback_hog", EX02, "test_gap")].reason
+    assert "CALLBACK ran" not in reason and "out of memory" in reason, reason
