@@ -491,13 +491,94 @@ def llama4_temperature_edge(which: str) -> int:
     return {"last_unscaled": low, "first_scaled": high}[which]
 
 
+_ORDINALS = {"second": 2, "third": 3, "fourth": 4, "fifth": 5}
+_COUNTS = {"two": 2, "three": 3, "four": 4, "five": 5}
+_FRACTIONS = {"half": 0.5, "a third": 1 / 3, "a quarter": 0.25}
+
+
+@check
+def llama4_nope_every(interval_word: str, num_hidden_layers: int = 48) -> bool:
+    """transformers' Llama 4 default plan: NoPE (``no_rope_layers[l] == 0``) exactly every
+    ``interval_word`` layer."""
+    from transformers import Llama4TextConfig
+
+    every = _ORDINALS[interval_word]
+    plan = Llama4TextConfig(num_hidden_layers=num_hidden_layers).no_rope_layers
+    nope = [layer for layer, uses_rope in enumerate(plan) if not uses_rope]
+    return nope == list(range(every - 1, num_hidden_layers, every))
+
+
+@check
+def cohere2_block(sliding_word: str, full_word: str, num_hidden_layers: int = 8) -> bool:
+    """transformers' Cohere2 (Command A) default ``layer_types``: blocks of ``sliding_word``
+    sliding-window layers then ``full_word`` full-attention layer(s); its attention rotates
+    only when the layer has a sliding window, so the full layers are NoPE."""
+    import inspect as _inspect
+
+    from transformers import Cohere2Config
+    from transformers.models.cohere2 import modeling_cohere2
+
+    sliding, full = _COUNTS.get(sliding_word, 0), {"one": 1, **_COUNTS}.get(full_word, 0)
+    block = ["sliding_attention"] * sliding + ["full_attention"] * full
+    types = Cohere2Config(num_hidden_layers=num_hidden_layers).layer_types
+    source = _inspect.getsource(modeling_cohere2.Cohere2Attention.forward)
+    rope_only_when_sliding = "if self.sliding_window is not None:" in source
+    return types == (block * num_hidden_layers)[:num_hidden_layers] and rope_only_when_sliding
+
+
+@check
+def neox_rotary_fraction(fraction_word: str) -> bool:
+    """GPT-NeoX-20B's share of rotated head coordinates: transformers' GPTNeoXConfig default
+    (the 20B configuration) ``partial_rotary_factor``."""
+    from transformers import GPTNeoXConfig
+
+    return GPTNeoXConfig().rope_parameters["partial_rotary_factor"] == _FRACTIONS[fraction_word]
+
+
+@check
+def qwen2vl_frames_per_temporal_patch(count_word: str) -> bool:
+    """Frames per temporal patch in transformers' Qwen2-VL vision config."""
+    from transformers.models.qwen2_vl.configuration_qwen2_vl import Qwen2VLVisionConfig
+
+    return Qwen2VLVisionConfig().temporal_patch_size == _COUNTS[count_word]
+
+
+@check
+def causal_layers_until_order(count_word: str, d: int = 16, seed: int = 0) -> bool:
+    """With random weights, no positions and a causal mask, the last token's output for
+    *dog bites man .* and *man bites dog .* first differs after ``count_word`` layers
+    (the package's attention; a layer is attention plus residual)."""
+    import torch
+
+    from pecourse.attention import attention
+
+    gen = torch.Generator().manual_seed(seed)
+    vocab = {
+        w: torch.randn(d, dtype=torch.float64, generator=gen) for w in "dog bites man .".split()
+    }
+    layers = [[torch.randn(d, d, dtype=torch.float64, generator=gen) / d**0.5 for _ in range(3)]
+              for _ in range(4)]  # fmt: skip
+
+    def last_after(sentence, depth):
+        x = torch.stack([vocab[w] for w in sentence.split()])[None, None]
+        for wq, wk, wv in layers[:depth]:
+            x = x + attention(x @ wq, x @ wk, x @ wv, causal=True)
+        return x[0, 0, -1]
+
+    first = next(
+        n for n in range(1, 5)
+        if not torch.allclose(last_after("dog bites man .", n), last_after("man bites dog .", n))
+    )  # fmt: skip
+    return first == _COUNTS[count_word]
+
+
 @check
 def smollm3_nope_every(interval_word: str, num_hidden_layers: int = 36) -> bool:
     """transformers' SmolLM3 default plan: the layers with ``no_rope_layers[l] == 0`` (NoPE)
     are exactly every ``interval_word`` (``"fourth"``) layer."""
     from transformers import SmolLM3Config
 
-    every = {"second": 2, "third": 3, "fourth": 4, "fifth": 5}[interval_word]
+    every = _ORDINALS[interval_word]
     plan = SmolLM3Config(num_hidden_layers=num_hidden_layers).no_rope_layers
     nope = [layer for layer, uses_rope in enumerate(plan) if not uses_rope]
     return nope == list(range(every - 1, num_hidden_layers, every))

@@ -28,8 +28,9 @@ prints after them.
   (a formula and its instance, two cards on one table); a paraphrase that shares no term
   escapes it, which stays the writer's job;
 - **sources**: ``source`` starts with the card's own chapter, ``ch. NN``;
-- **numbers**: every number the answer states (and the question does not) is covered by a
-  check or listed in ``quoted``, and every quoted number is on the card;
+- **numbers**: every number the answer states (and the question does not), in digits or in
+  words ("every fourth layer", "about half"), is covered by a check or listed in ``quoted``,
+  and every quoted number is on the card;
 - **history**: no card reuses a retired id.
 """
 
@@ -61,6 +62,13 @@ _YES_NO = re.compile(
 )
 _SET_FRONT = re.compile(
     r"\b(?:name (?:two|three|four|five|all)|list (?:the|all|two|three|four))\b", re.I
+)
+# Numbers written as words; "one", "first" and "second" are left out, as the digits 0-2 are
+# (they are structural: "one bucket each", "the first layer").
+_NUMBER_WORD = re.compile(
+    r"\b(?:two|three|four|five|six|seven|eight|nine|ten|twice|half|quarter|third|fourth|"
+    r"fifth|sixth|seventh|eighth|tenth|hundred|thousand|million)\b",
+    re.I,
 )
 _LIST_LINE = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+", re.M)
 _NEGATION = re.compile(
@@ -107,19 +115,33 @@ def _covered_numbers(card: Flashcard) -> set[str]:
     return covered
 
 
+def _number_words(text: str) -> set[str]:
+    return {w.lower() for w in _NUMBER_WORD.findall(text)}
+
+
 def _number_problems(card: Flashcard, where: str) -> list[str]:
     given = set(number_tokens(card.given_part()))
     covered = _covered_numbers(card) | {normalise_digits(q) for q in card.quoted}
     stated = [t for t in number_tokens(card.answer_part()) if t not in given]
     problems = []
     missing = sorted({t for t in stated if t not in covered and f"{float(t):g}" not in covered})
+    # Numbers written as words ("every fourth layer", "about half") need a check as well:
+    # one whose text contains the word, or the word listed under 'quoted'.
+    check_words = set().union(*(_number_words(spec.get("text", "")) for spec in card.checks))
+    words = _number_words(card.answer_part()) - _number_words(card.given_part())
+    missing += sorted(words - check_words - {q.lower() for q in card.quoted})
     if missing:
         problems.append(
             f"{where}: states {', '.join(missing)} without a check that computes it "
             "(add a check, or list a number quoted from the source under 'quoted')"
         )
     text_numbers = set(number_tokens(card.front + " " + card.back))
-    stale = [q for q in card.quoted if normalise_digits(q) not in text_numbers]
+    text_words = _number_words(card.front + " " + card.back)
+    stale = [
+        q
+        for q in card.quoted
+        if normalise_digits(q) not in text_numbers and q.lower() not in text_words
+    ]
     if stale:
         problems.append(f"{where}: quoted numbers {stale} do not occur on the card")
     return problems
@@ -204,6 +226,11 @@ DISTINCT_FACTS: dict[frozenset, str] = {
         ("perm-bag-of-words", "perm-causal-two-layers", "the pooled summary vs the causal case"),
         ("extrap-t5-runner-up", "extrap-press-ranking", "ALiBi stays flat vs T5 second, slow"),
         ("extrap-rope-failure", "extrap-alibi-meets", "RoPE meets unseen angles vs ALiBi's line"),
+        (
+            "mrope-qwen2vl",
+            "mrope-frequency-allocation",
+            "text ids on every axis vs the sections' frequencies",
+        ),
     ]
 }
 

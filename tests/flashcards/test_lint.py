@@ -44,6 +44,8 @@ def _problems(card, others=()):
         ({"back": " ".join(["word"] * 21)}, "answer has 21 words"),
         ({"back": " ".join(["word"] * 31), "long": "a derivation"}, "answer has 31 words"),
         ({"back": r"It is $\delta = (s - \ln(1/m))/m$ " + "word " * 13}, "answer has 21 words"),
+        ({"back": "Every fourth layer."}, "states fourth without a check"),
+        ({"back": "About half.", "quoted": ("half", "third")}, "quoted numbers ['third']"),
         ({"back": "None."}, "bare negation"),
         ({"back": "Nothing: rotations are orthogonal."}, "bare negation"),
         ({"back": "Not at all, it is the same."}, "bare negation"),
@@ -67,6 +69,13 @@ def test_long_answers_need_a_reason_and_stay_bounded():
     text = " ".join(["word"] * 30)
     assert "answer has 30 words" in _problems(_card(back=text))
     assert _problems(_card(back=text, long="a derivation")) == ""
+
+
+def test_number_words_are_covered_by_a_check_text_or_quoted():
+    assert _problems(_card(back="About half.", quoted=("half",))) == ""
+    assert _problems(_card(front="Which half?", back="The second half.")) == ""  # a given
+    checked = _card(back="Every fourth layer.", checks=({"fn": "f", "text": "fourth layer"},))
+    assert "states fourth" not in _problems(checked)
 
 
 def test_numbers_in_the_question_are_givens():

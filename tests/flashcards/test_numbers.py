@@ -170,3 +170,8 @@ def test_predicate_checks_can_fail():
     as_coordinates = dict(card.checks[0], args={"head_dim": 128, "sections": [32, 48, 48]})
     assert run_check(card, as_coordinates)
     assert CHECKS["meta_to_half_permutation"](8, 2)  # True only if the unpermuted load fails
+    assert CHECKS["llama4_nope_every"]("fourth") and not CHECKS["llama4_nope_every"]("third")
+    assert CHECKS["cohere2_block"]("three", "one") and not CHECKS["cohere2_block"]("two", "one")
+    assert not CHECKS["neox_rotary_fraction"]("half")
+    assert not CHECKS["qwen2vl_frames_per_temporal_patch"]("three")
+    assert not CHECKS["causal_layers_until_order"]("three")  # two layers, not three
