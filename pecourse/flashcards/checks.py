@@ -408,11 +408,14 @@ def sinusoid_norm_formula(dim: int) -> dict:
 
 
 @check
-def token_norm_at_init(d_model: int, std: float) -> float:
-    """Expected norm of a token vector drawn with per-coordinate ``std``: std·√d (sympy)."""
-    import sympy as sp
+def token_norm_at_init(d_model: int, std: float, draws: int = 4000, seed: int = 0) -> float:
+    """Mean norm of token vectors initialised as GPT-2 does (``nn.init.normal_`` with
+    ``std``), measured over ``draws`` sampled vectors rather than taken from std·√d."""
+    import torch
 
-    return float(sp.nsimplify(std) * sp.sqrt(d_model))
+    table = torch.empty(draws, d_model, dtype=torch.float64)
+    torch.nn.init.normal_(table, std=std, generator=torch.Generator().manual_seed(seed))
+    return float(table.norm(dim=-1).mean())
 
 
 # -- 10 CoPE ---------------------------------------------------------------------------------------
