@@ -501,57 +501,17 @@ class Judge:
         self.uid = uid
         mine, theirs = socket.socketpair()
         if self.level == sandbox.NAMESPACES:
-            maps_r, maps_w = os.pipe()
-            go_r, go_w = os.pipe()
-            pid_r, pid_w = os.pipe()
-            gate = os.fork()
-            if gate == 0:  # the gate: new user and PID namespaces, then the student
-                code = 70
-                try:
-                    for fd in (maps_r, go_w, pid_r, *keep_closed):
-                        os.close(fd)
-                    mine.close()
-
-                    def write_maps():
-                        os.write(maps_w, b"m")
-                        if os.read(go_r, 1) != b"g":
-                            raise sandbox.SandboxError(0, "the id maps were not written")
-
-                    sandbox.enter_gate(write_maps)
-                    sandbox.die_with_parent()
-                    child = os.fork()
-                    if child == 0:
-                        self._become_student(theirs)
-                    theirs.close()
-                    os.write(pid_w, str(child).encode())
-                    _, status = os.waitpid(child, 0)
-                    code = os.waitstatus_to_exitcode(status)
-                    code = code if code >= 0 else 128 - code  # killed by a signal: 128 + n
-                except BaseException as exc:  # noqa: BLE001 - tell the judge why
-                    try:
-                        os.write(pid_w, f"E {type(exc).__name__}: {exc}".encode()[:300])
-                    except OSError:
-                        pass
-                finally:
-                    os._exit(code)
-            for fd in (maps_w, go_r, pid_w):
-                os.close(fd)
+            self.gate_pid, student = sandbox.fork_gate(
+                uid,
+                lambda: self._become_student(theirs),
+                close=(mine.fileno(), *keep_closed),
+                close_after_fork=(theirs.fileno(),),
+            )
             theirs.close()
-            self.gate_pid = gate
-            try:
-                if os.read(maps_r, 1) == b"m":
-                    sandbox.write_id_maps(gate, uid)
-                    os.write(go_w, b"g")
-                answer = os.read(pid_r, 300).decode(errors="replace")
-            finally:
-                for fd in (maps_r, go_w, pid_r):
-                    os.close(fd)
-            if answer.isdigit():
-                self.student_pid = int(answer)
+            if isinstance(student, int):
+                self.student_pid = student
             else:
-                self.gone = "the sandbox could not be set up: " + clean_text(
-                    answer.removeprefix("E ") or "the gate process died"
-                )
+                self.gone = "the sandbox could not be set up: " + clean_text(student)
         else:
             sandbox.become_subreaper()
             child = os.fork()

@@ -248,6 +248,67 @@ def enter_gate(write_maps) -> None:
     write_maps()
 
 
+def fork_gate(uid: int | None, student, *, close=(), close_after_fork=()) -> tuple:
+    """Fork a gate into new user and PID namespaces and, from it, the student's process
+    (PID 1 there), which runs ``student()`` and then exits. This process, still in the
+    initial namespaces, writes the gate's id maps (:func:`write_id_maps`). The gate exits
+    with the student's status (killed by signal n: 128 + n). ``close``: descriptors the gate
+    closes first; ``close_after_fork``: those it closes once the student is forked.
+
+    Returns ``(gate pid, student pid)``, or ``(gate pid, why the sandbox failed)``."""
+    maps_r, maps_w = os.pipe()
+    go_r, go_w = os.pipe()
+    pid_r, pid_w = os.pipe()
+    gate = os.fork()
+    if gate == 0:
+        code = 70
+        try:
+            for fd in (maps_r, go_w, pid_r, *close):
+                os.close(fd)
+
+            def write_maps():
+                os.write(maps_w, b"m")
+                if os.read(go_r, 1) != b"g":
+                    raise SandboxError(0, "the id maps were not written")
+
+            enter_gate(write_maps)
+            die_with_parent()
+            child = os.fork()
+            if child == 0:
+                try:
+                    student()
+                finally:
+                    os._exit(71)
+            for fd in close_after_fork:
+                os.close(fd)
+            os.write(pid_w, str(child).encode())
+            _, status = os.waitpid(child, 0)
+            code = os.waitstatus_to_exitcode(status)
+            code = code if code >= 0 else 128 - code
+        except BaseException as exc:  # noqa: BLE001 - tell the parent why
+            try:
+                os.write(pid_w, f"{type(exc).__name__}: {exc}".encode()[:300])
+            except OSError:
+                pass
+        finally:
+            os._exit(code)
+    for fd in (maps_w, go_r, pid_w):
+        os.close(fd)
+    try:
+        if os.read(maps_r, 1) == b"m":
+            try:
+                write_id_maps(gate, uid)
+            except OSError as exc:
+                os.write(go_w, b"x")
+                return gate, f"error writing the user namespace's id maps: {exc}"
+            os.write(go_w, b"g")
+        answer = os.read(pid_r, 300).decode(errors="replace")
+    finally:
+        for fd in (maps_r, go_w, pid_r):
+            os.close(fd)
+    return gate, int(answer) if answer.isdigit() else (answer or "the gate process died")
+
+
 def write_id_maps(pid: int, uid: int | None) -> None:
     """The judge's half of :func:`enter_gate`: root inside maps to ``uid`` (or to us)."""
     if uid is None:  # unprivileged: only our own ids, and setgroups must be denied first
@@ -511,59 +572,26 @@ def probe(protected: list[str], *, allow_paths: list[str] = (), check=None) -> t
     if sys.platform != "linux":
         return NONE, f"no Linux namespaces on {sys.platform}"
     read_fd, write_fd = os.pipe()
-    maps_r, maps_w = os.pipe()
-    go_r, go_w = os.pipe()
     uid = job_uid()
     plan = Plan(protected=protected, allow_paths=allow_paths, uid=uid)
-    pid = os.fork()
-    if pid == 0:  # the gate
-        code = 1
+
+    def student():
         try:
-            os.close(read_fd)
+            enter_student(plan, {})
+            if check is not None:
+                check()
+            os.write(write_fd, b"ok " + str(os.getpid()).encode())
+        except BaseException as exc:  # noqa: BLE001 - report whatever failed
+            os.write(write_fd, f"error {exc}".encode()[:400])
 
-            def write_maps():
-                os.write(maps_w, b"m")
-                if os.read(go_r, 1) != b"g":
-                    raise SandboxError(0, "the id maps were not written")
-
-            enter_gate(write_maps)
-            child = os.fork()
-            if child == 0:
-                try:
-                    enter_student(plan, {})
-                    if check is not None:
-                        check()
-                    os.write(write_fd, b"ok " + str(os.getpid()).encode())
-                    os._exit(0)
-                except BaseException as exc:  # noqa: BLE001 - report whatever failed
-                    os.write(write_fd, f"error {exc}".encode()[:400])
-                    os._exit(1)
-            _, status = os.waitpid(child, 0)
-            code = os.waitstatus_to_exitcode(status)
-        except BaseException as exc:  # noqa: BLE001
-            try:
-                os.write(write_fd, f"error {exc}".encode()[:400])
-            except OSError:
-                pass
-        finally:
-            os._exit(code)
+    gate, pid = fork_gate(uid, student, close=(read_fd,))
     os.close(write_fd)
-    detail = "the probe did not answer"
     try:
-        if os.read(maps_r, 1) == b"m":
-            try:
-                write_id_maps(pid, uid)
-                os.write(go_w, b"g")
-            except OSError as exc:
-                os.write(go_w, b"x")
-                detail = f"error writing the user namespace's id maps: {exc}"
-        answer = os.read(read_fd, 400).decode(errors="replace")
-        if answer:
-            detail = answer
+        detail = pid if isinstance(pid, str) else os.read(read_fd, 400).decode(errors="replace")
+        detail = detail or "the probe did not answer"
     finally:
-        os.waitpid(pid, 0)
-        for fd in (read_fd, maps_r, maps_w, go_r, go_w):
-            os.close(fd)
+        os.waitpid(gate, 0)
+        os.close(read_fd)
     if detail == "ok 1":
         who = f"a fresh uid per job ({UID_BASE}+)" if uid is not None else f"uid {os.geteuid()}"
         return NAMESPACES, f"user, PID, mount, network, IPC and UTS namespaces; {who}"
