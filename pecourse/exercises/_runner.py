@@ -322,8 +322,7 @@ def student_main(sock: socket.socket, job: dict, level: str, plan) -> None:
             pass
 
     shell = GradingShell.instance(config=config)
-    memory_mb = int(job["memory_mb"])
-    sandbox.set_limits(memory_mb, own_processes=own)
+    sandbox.set_limits(int(job["memory_mb"]), own_processes=own)
     out = CappedOutput(int(job["output_cap"]))
     sys.stdout = sys.stderr = out
 
@@ -331,103 +330,111 @@ def student_main(sock: socket.socket, job: dict, level: str, plan) -> None:
         raise CellTimeout()
 
     signal.signal(signal.SIGALRM, on_alarm)
-    import torch
+    StudentServer(sock, job, shell, out).serve()
 
-    channel = Channel(sock, None)
 
-    def invoke(handle, args, kwargs):
-        tree, tensors = wire.encode((list(args), kwargs))
-        reply, blobs = channel.request({"op": "callback", "handle": handle, "args": tree}, tensors)
-        if "raised" in reply:
-            raise rebuild_exception(reply["raised"])
-        return wire.decode(reply["result"], blobs)
+class StudentServer:
+    """The student's side of the channel: one method per request of the judge's."""
 
-    def take_rng(blobs):
-        """The judge's random state, sent when its stream moved: the answer draws from it.
-        Nothing goes back: the judge never takes a random state from this process."""
-        if "rng" in blobs:
-            torch.set_rng_state(blobs.pop("rng"))
+    def __init__(self, sock: socket.socket, job: dict, shell, out: CappedOutput):
+        import torch
 
-    def handle(header, blobs):
+        self.torch = torch
+        self.sock = sock
+        self.job = job
+        self.shell = shell
+        self.out = out
+        self.memory_mb = int(job["memory_mb"])
+        self.channel = Channel(sock, self.handle)
+
+    def serve(self) -> None:
+        while True:
+            try:
+                header, blobs = wire.recv(self.sock)
+            except (wire.WireError, OSError):
+                os._exit(0)
+            self.channel.reply(*self.handle(header, blobs))
+
+    def handle(self, header: dict, blobs: dict):
         op = header.get("op")
         if op == "bye":
             os._exit(0)
-        budget = float(header.get("budget", job["cell_timeout"]))
-        if op == "cell":
-            take_rng(blobs)
-            printed_before = out.size
-            error = None
-            try:
-                signal.setitimer(signal.ITIMER_REAL, budget)
-                result = shell.run_cell(str(header["source"]), store_history=True)
-                signal.setitimer(signal.ITIMER_REAL, 0)
-                exc = result.error_before_exec or result.error_in_exec
-                if exc is not None:
-                    error = describe(exc, memory_mb, budget)
-                elif not result.success:
-                    error = "the cell failed"
-            except BaseException as exc:  # noqa: BLE001 - a timeout outside the learner's code, ...
-                signal.setitimer(signal.ITIMER_REAL, 0)
-                error = describe(exc, memory_mb, budget)
-            return {"ok": error is None, "error": error, "printed": out.size - printed_before}, {}
-        if op == "names":
-            values = {}
-            items = []
-            for n in header.get("names", []):
-                if n not in shell.user_ns:
-                    values[n] = "missing"
-                elif callable(shell.user_ns[n]):
-                    values[n] = "callable"
-                else:
-                    values[n] = "value"
-                    items.append((n, shell.user_ns[n]))
-            tree, tensors = _safe_encode({k: v for k, v in items})
-            return {"kinds": values, "values": tree}, tensors
-        if op == "call":
-            take_rng(blobs)
-            generators: dict = {}
-            # the arguments as sent: an argument the function changes in place goes back,
-            # so that the test sees it changed, as it would in one kernel
-            sent = {key: t.clone() for key, t in blobs.items()}
-            try:
-                args, kwargs = wire.decode(
-                    header["args"], blobs, invoke=invoke, generators=generators
-                )
-                function = shell.user_ns[str(header["name"])]
-                signal.setitimer(signal.ITIMER_REAL, budget)
-                try:
-                    value = function(*args, **kwargs)
-                finally:
-                    signal.setitimer(signal.ITIMER_REAL, 0)
-                tree, tensors = _safe_encode(value)
-                reply = {"result": tree}
-            except BaseException as exc:  # noqa: BLE001 - the answer's exception goes back
-                signal.setitimer(signal.ITIMER_REAL, 0)
-                reply, tensors = {"raised": _raised_payload(exc)}, {}
-            tensors = dict(tensors)
-            reply["changed"] = [k for k, t in sent.items() if not _same_bytes(t, blobs[k])]
-            tensors.update({f"arg{k}": blobs[k].detach() for k in reply["changed"]})
-            reply["generators"] = []
-            for handle_id, g in generators.items():
-                key = f"gen{handle_id}"
-                tensors[key] = g.get_state()
-                reply["generators"].append([handle_id, key])
-            return reply, tensors
-        return {
-            "raised": {
-                "type": "RuntimeError",
-                "bases": ["RuntimeError"],
-                "message": f"unknown op {op!r}",
-            }
-        }, {}
+        method = {"cell": self.cell, "names": self.names, "call": self.call}.get(op)
+        if method is None:
+            message = f"unknown op {clean_text(str(op), 40)!r}"
+            raised = {"type": "RuntimeError", "bases": ["RuntimeError"], "message": message}
+            return {"raised": raised}, {}
+        if "rng" in blobs:  # the judge's random state, sent when its stream moved; none goes back
+            self.torch.set_rng_state(blobs.pop("rng"))
+        return method(header, blobs, float(header.get("budget", self.job["cell_timeout"])))
 
-    channel.handle = handle
-    while True:
+    def cell(self, header: dict, blobs: dict, budget: float):
+        printed_before = self.out.size
+        error = None
         try:
-            header, blobs = wire.recv(sock)
-        except (wire.WireError, OSError):
-            os._exit(0)
-        channel.reply(*handle(header, blobs))
+            signal.setitimer(signal.ITIMER_REAL, budget)
+            result = self.shell.run_cell(str(header["source"]), store_history=True)
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            exc = result.error_before_exec or result.error_in_exec
+            if exc is not None:
+                error = describe(exc, self.memory_mb, budget)
+            elif not result.success:
+                error = "the cell failed"
+        except BaseException as exc:  # noqa: BLE001 - a timeout outside the learner's code, ...
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            error = describe(exc, self.memory_mb, budget)
+        return {"ok": error is None, "error": error, "printed": self.out.size - printed_before}, {}
+
+    def names(self, header: dict, blobs: dict, budget: float):
+        kinds, values = {}, {}
+        for n in header.get("names", []):
+            if n not in self.shell.user_ns:
+                kinds[n] = "missing"
+            elif callable(self.shell.user_ns[n]):
+                kinds[n] = "callable"
+            else:
+                kinds[n] = "value"
+                values[n] = self.shell.user_ns[n]
+        tree, tensors = _safe_encode(values)
+        return {"kinds": kinds, "values": tree}, tensors
+
+    def call(self, header: dict, blobs: dict, budget: float):
+        generators: dict = {}
+        # the arguments as sent: an argument the function changes in place goes back, so
+        # that the test sees it changed, as it would in one kernel
+        sent = {key: t.clone() for key, t in blobs.items()}
+        try:
+            args, kwargs = wire.decode(
+                header["args"], blobs, invoke=self.invoke, generators=generators
+            )
+            function = self.shell.user_ns[str(header["name"])]
+            signal.setitimer(signal.ITIMER_REAL, budget)
+            try:
+                value = function(*args, **kwargs)
+            finally:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+            tree, tensors = _safe_encode(value)
+            reply = {"result": tree}
+        except BaseException as exc:  # noqa: BLE001 - the answer's exception goes back
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            reply, tensors = {"raised": _raised_payload(exc)}, {}
+        tensors = dict(tensors)
+        reply["changed"] = [k for k, t in sent.items() if not _same_bytes(t, blobs[k])]
+        tensors.update({f"arg{k}": blobs[k].detach() for k in reply["changed"]})
+        reply["generators"] = []
+        for handle_id, g in generators.items():
+            tensors[f"gen{handle_id}"] = g.get_state()
+            reply["generators"].append([handle_id, f"gen{handle_id}"])
+        return reply, tensors
+
+    def invoke(self, handle: int, args, kwargs):
+        """Call back a function of the test's (it runs in the judge)."""
+        tree, tensors = wire.encode((list(args), kwargs))
+        header = {"op": "callback", "handle": handle, "args": tree}
+        reply, blobs = self.channel.request(header, tensors)
+        if "raised" in reply:
+            raise rebuild_exception(reply["raised"])
+        return wire.decode(reply["result"], blobs)
 
 
 def _same_bytes(a, b) -> bool:
