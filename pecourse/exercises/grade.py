@@ -324,7 +324,8 @@ class ForkServer:
 
     ``isolation``: ``"auto"`` (namespaces where the machine allows them, else the fallback),
     ``"namespaces"`` (refuse to grade without them) or ``"none"``. ``protected``: paths the
-    sandbox must hide even if they lie under a directory it binds. After start, ``level``
+    sandbox must hide even if they lie under a directory it binds, besides the course
+    repository and ``solutions/``, which it always hides (``check`` as ``grade``). After start, ``level``
     is ``"namespaces"`` or ``"none"`` and ``detail`` says why.
 
     Thread-safe: the grading threads share it. If the server dies, the jobs it was running
@@ -336,7 +337,8 @@ class ForkServer:
             raise ValueError(f"isolation must be 'auto', 'namespaces' or 'none', got {isolation!r}")
         self.tmp = tmp
         self.isolation = isolation
-        self.protected = [str(p) for p in protected]
+        # solutions/ and the course package are hidden for ``check`` as for ``grade``
+        self.protected = list(dict.fromkeys([*map(str, protected), *_protected_defaults()]))
         self._lock = threading.Lock()  # the maps below and writes to the server
         self._start_lock = threading.Lock()
         self._exits: dict[str, int | None] = {}

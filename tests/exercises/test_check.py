@@ -35,7 +35,8 @@ def checked(class_dir, hostile, hint_notebook):
     """One check run (one grading server) over every notebook the tests below look at."""
     paths = [class_dir / "cyd" / f"{slug}.ipynb" for slug in SLUGS]
     paths += [
-        hostile.root / s / f"{SLUG}.ipynb" for s in ("added_cell", "duplicated", "atk_reference")
+        hostile.root / s / f"{SLUG}.ipynb"
+        for s in ("added_cell", "duplicated", "atk_reference", "atk_read_solutions")
     ]
     return check_notebooks(paths + [hint_notebook])
 
@@ -77,6 +78,15 @@ def test_check_agrees_with_grade_on_every_part(checked, class_dir, class_rows, h
 def test_check_applies_the_reference_policy(checked, hostile):
     parts = checked[str(hostile.root / "atk_reference" / f"{SLUG}.ipynb")]
     assert parts[0].hint.startswith("policy: ")
+
+
+def test_check_sandbox_hides_what_grading_hides(checked, hostile):
+    # The attack runs the answers it reads from solutions/: a pass in check would be a 0 in
+    # grading. The same sandbox hides solutions/ and the course package in both.
+    parts = checked[str(hostile.root / "atk_read_solutions" / f"{SLUG}.ipynb")]
+    graded = hostile.rows[("atk_read_solutions", "test_table")]
+    assert not parts[0].passed, parts[0]
+    assert "No such file or directory" in parts[0].hint and graded.points == 0, parts[0].hint
 
 
 def test_check_reports_each_part_with_its_hint(checked, hint_notebook):
