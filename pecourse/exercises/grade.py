@@ -707,6 +707,10 @@ def grade_submission(
 
 
 def _protected_defaults() -> list[str]:
+    """The course repository and its solutions; nothing where the package was installed
+    without one (``REPO_ROOT`` is then site-packages, which the sandbox needs)."""
+    if not (REPO_ROOT / "pyproject.toml").is_file():
+        return []
     return [str(REPO_ROOT), str(REPO_ROOT / "solutions")]
 
 
