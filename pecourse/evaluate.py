@@ -4,7 +4,8 @@ r"""Measuring what a trained tiny model does with position.
   on non-overlapping windows (Press et al. 2022, arXiv:2108.12409, the extrapolation tables)
   or with a sliding window that scores only the last ``stride`` tokens of each window
   (their appendix B: every scored token then has a long context, yet the model may not use it).
-* :func:`loss_by_position` — mean loss at each position of a window.
+* :func:`loss_by_position` — mean loss at each position of a window;
+  :func:`context_used` — how far back a model's loss still falls, with intervals.
 * :func:`needle_accuracy` — passkey retrieval accuracy by needle distance;
   :func:`effective_context_length` — the longest distance at which it stays above a threshold.
 * :func:`multikey_outcomes` — the same among distractor needles (:func:`pecourse.data.multikey_batch`);
@@ -55,6 +56,8 @@ __all__ = [
     "window_losses",
     "perplexity_interval",
     "band_losses",
+    "doubling_bands",
+    "context_used",
     "needle_outcomes",
     "multikey_length",
     "multikey_outcomes",
@@ -303,6 +306,59 @@ def band_losses(losses: torch.Tensor, bands, *, level: float = LEVEL) -> dict:
             "ci95": [round(lo, 4), round(hi, 4)],
         }
     return out
+
+
+def doubling_bands(length: int) -> list[tuple[int, int]]:
+    """Position bands ``(0, 1), (1, 2), (2, 4), …, (length/2, length)`` of a window: each
+    band's characters see at least twice the context of the band before it."""
+    length = check_int("length", length, minimum=2)
+    edges = [0, 1]
+    while edges[-1] * 2 < length:
+        edges.append(edges[-1] * 2)
+    edges.append(length)
+    return list(zip(edges, edges[1:]))
+
+
+def context_used(losses: torch.Tensor, *, level: float = LEVEL) -> dict:
+    r"""How much context a model uses, read off its loss by position at its training length.
+
+    ``losses``: :func:`window_losses` rows ``[windows, length]`` of non-overlapping windows
+    of the model's training length. The positions are cut into :func:`doubling_bands`; a
+    character in band ``(a, b)`` sees ``a`` to ``b - 1`` characters before it. For each band
+    after the first, the *drop* is the band before it minus this band, per window (the
+    window is the bootstrap unit), with a percentile-bootstrap interval. A band whose whole
+    interval lies above zero predicts better than the band before it: the model uses the
+    extra context. ``context_used`` is the start ``a`` of the farthest such band (the model
+    is shown to gain from ``a`` characters of context), ``0`` when no band falls.
+
+    Returns ``{"context_used", "bands": {"a-b": {loss, ci95}}, "drops": {"a-b": {loss,
+    ci95}}, "windows"}``. Only a fall beyond the interval counts, so more evaluation text
+    can only raise ``context_used``; a flat curve says the model gains nothing *measurable*
+    from more context, not that it reads none.
+    """
+    losses = torch.as_tensor(losses, dtype=torch.float64)
+    if losses.ndim != 2 or losses.shape[1] < 2 or losses.shape[0] < 2:
+        raise ValueError(
+            f"losses must be [windows >= 2, length >= 2] window losses, got {tuple(losses.shape)}"
+        )
+    bands = doubling_bands(losses.shape[1])
+    means = [losses[:, a:b].mean(1) for a, b in bands]
+    drops, used = {}, 0
+    for (a, b), before, here in zip(bands[1:], means, means[1:]):
+        drop = before - here
+        lo, hi = bootstrap_interval(drop, level=level)
+        drops[f"{a}-{b}"] = {
+            "loss": round(float(drop.mean()), 4),
+            "ci95": [round(lo, 4), round(hi, 4)],
+        }
+        if lo > 0:
+            used = a
+    return {
+        "context_used": used,
+        "bands": band_losses(losses, bands, level=level),
+        "drops": drops,
+        "windows": losses.shape[0],
+    }
 
 
 @torch.no_grad()

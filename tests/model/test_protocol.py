@@ -113,6 +113,45 @@ def test_band_losses(model):
         ev.band_losses(losses, [(0, 5)])
 
 
+def test_doubling_bands_cover_the_window():
+    assert ev.doubling_bands(64) == [(0, 1), (1, 2), (2, 4), (4, 8), (8, 16), (16, 32), (32, 64)]
+    assert ev.doubling_bands(48) == [(0, 1), (1, 2), (2, 4), (4, 8), (8, 16), (16, 32), (32, 48)]
+    with pytest.raises(ValueError, match="length"):
+        ev.doubling_bands(1)
+
+
+def _curve(used: int, windows: int = 400, length: int = 64, seed: int = 0):
+    """Window losses whose mean falls by 0.2 nats from each band to the next up to the band
+    that starts at ``used`` and is flat after it, with per-character noise of 0.5 nats."""
+    starts = [a for a, _ in ev.doubling_bands(length)]
+    last = starts.index(used)  # the last band that still falls (0: none does)
+    mean = torch.zeros(length, dtype=torch.float64)
+    for i, (a, b) in enumerate(ev.doubling_bands(length)):
+        mean[a:b] = 3.0 - 0.2 * min(i, last)
+    g = torch.Generator().manual_seed(seed)
+    return mean + 0.5 * torch.randn(windows, length, generator=g, dtype=torch.float64)
+
+
+@pytest.mark.parametrize("used", [1, 4, 8, 32])
+def test_context_used_is_the_farthest_band_that_still_falls(used):
+    out = ev.context_used(_curve(used))
+    assert out["context_used"] == used
+    assert set(out["bands"]) == {f"{a}-{b}" for a, b in ev.doubling_bands(64)}
+    assert out["windows"] == 400
+    drop = out["drops"][f"{used}-{2 * used}"]
+    assert drop["ci95"][0] > 0 and drop["loss"] == pytest.approx(0.2, abs=0.1)
+
+
+def test_context_used_counts_only_a_fall_beyond_the_interval():
+    assert ev.context_used(_curve(0))["context_used"] == 0  # flat from the first band
+    # a fall of 0.03 nats in the last band: too small for 50 windows to show, not for 2,000
+    late = torch.where(torch.arange(64) >= 32, -0.03, 0.0).double()
+    assert ev.context_used(_curve(0, windows=50) + late)["context_used"] == 0
+    assert ev.context_used(_curve(0, windows=2000) + late)["context_used"] == 32
+    with pytest.raises(ValueError, match="losses must be"):
+        ev.context_used(torch.zeros(1, 64))
+
+
 # --- retrieval and the effective length ------------------------------------------------------
 
 
