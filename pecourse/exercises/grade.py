@@ -135,7 +135,7 @@ _ADDRESS = re.compile(r"0x[0-9a-fA-F]{6,}")
 SERVER_DIED = "the grading server died while running this notebook"
 NOT_ISOLATED = "none: NOT ISOLATED"
 _FORMULA = ("=", "+", "-", "@", "\t", "\r")
-MAX_NOTEBOOK_BYTES = 64 * 1024 * 1024
+MAX_NOTEBOOK_BYTES = 16 * 1024 * 1024  # read and parsed in the grader's own process
 # scripts with letters that pass for one another (Cyrillic "а", Latin "a", Greek "ο"...)
 _LOOK_ALIKE_SCRIPTS = {"LATIN", "CYRILLIC", "GREEK", "ARMENIAN", "CHEROKEE", "COPTIC"}
 
@@ -229,6 +229,10 @@ def _refusal(path: Path, root: Path) -> str | None:
     return None
 
 
+class Unreadable(ValueError):
+    """A submission the grader will not read; the message quotes nothing of the file."""
+
+
 def _read_submission(path: Path) -> str:
     """The notebook's text, read only if it is a regular file (a pipe does not block). The
     class's links were refused before (:func:`_refusal`); ``pecourse check`` may follow
@@ -236,10 +240,10 @@ def _read_submission(path: Path) -> str:
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
     with os.fdopen(fd, "rb") as f:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise ValueError("not a regular file")
+            raise Unreadable("not a regular file")
         data = f.read(MAX_NOTEBOOK_BYTES + 1)
     if len(data) > MAX_NOTEBOOK_BYTES:
-        raise ValueError(f"over {MAX_NOTEBOOK_BYTES // 2**20} MB")
+        raise Unreadable(f"over {MAX_NOTEBOOK_BYTES // 2**20} MB")
     return data.decode("utf-8", errors="replace")
 
 
@@ -639,6 +643,7 @@ def grade_submission(
     except Exception as exc:  # noqa: BLE001 - any unreadable file is the submission's fault
         # the kind of problem, never the message: it may quote the file's bytes
         why = exc.msg if isinstance(exc, json.JSONDecodeError) else type(exc).__name__
+        why = str(exc) if isinstance(exc, Unreadable) else why
         return _zero_rows(student, exercise, graded_parts, f"not a valid notebook ({why})", label)
 
     if server is None:

@@ -15,6 +15,7 @@ import os
 import shutil
 
 import pytest
+from nbformat.v4 import new_markdown_cell
 
 from pecourse.exercises.grade import grade_class, write_csv
 from pecourse.exercises.notebook import write_notebook
@@ -51,6 +52,10 @@ def graded(tmp_path_factory):
     os.link(copy, root / "hard_link" / name)
     (root / "device").mkdir()
     os.mknod(root / "device" / name, 0o600 | 0o020000, os.makedev(1, 3))  # /dev/null's
+    (root / "huge").mkdir()  # a notebook the grader would have to parse in its own process
+    padded = typed(source09(), {})
+    padded.cells.append(new_markdown_cell("x" * (17 * 2**20)))
+    write_notebook(padded, root / "huge" / name)
     (root / ESCAPE).mkdir()
     (root / ESCAPE / f"x\x1b]0;owned\x07{SLUG}.ipynb").write_text("{}")
     err = io.StringIO()
@@ -79,6 +84,11 @@ def test_links_devices_and_outside_files_are_refused(graded, student, why):
     assert reasons, rows.keys()
     assert all(rows[(student, p)].points == 0 for p in reasons), reasons
     assert all(why in r and "refused" in r for r in reasons.values()), reasons
+
+
+def test_a_notebook_too_large_to_read_is_refused(graded):
+    reasons = _reasons(graded[0], "huge")
+    assert reasons and all("not a valid notebook (over 16 MB)" in r for r in reasons.values())
 
 
 def test_no_reason_quotes_a_files_bytes(graded):
