@@ -1,28 +1,37 @@
 # pecourse: one command to open the course, one to test it. Both set everything up first.
 #
-#   make lab     create .venv if needed, install, open JupyterLab on the start-here notebook
-#   make test    create .venv if needed, install, lint (code and flashcard deck), run every test
-#   make book    create .venv if needed, install, build the course as an offline website
+#   make lab          create .venv if needed, install a learner's environment (the course,
+#                     JupyterLab, widgets, torch), open JupyterLab on the start-here notebook
+#   make instructor   the same with nbgrader (the instructor extra), its menus shown
+#   make test         install the test, instructor, book and hub extras too, lint, run every test
+#   make book         install the book extra too, build the course as an offline website
 #
-# Set-up is idempotent: it reinstalls only when pyproject.toml changed.
+# Set-up is idempotent: scripts/install reinstalls only when pyproject.toml or itself changed,
+# or when a command needs an extra the environment lacks (it keeps the ones installed).
 
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.pecourse-installed
+# The extras of pyproject.toml a command installs; `make lab EXTRAS=...` chooses others.
 EXTRAS ?= dev,instructor,book,hub
+lab: EXTRAS =
+instructor: EXTRAS = instructor
+book: EXTRAS = book
+book-check: EXTRAS = book,dev
 
-.PHONY: setup lab test lint format outputs exercises checkpoints results book book-check clean
+.PHONY: setup lab instructor test lint format outputs exercises checkpoints results book book-check clean FORCE
 
 setup: $(STAMP)
 
-# torch is capped below 2.14 in pyproject.toml: on our machines that resolves to the CPU
-# wheel already on disk instead of a multi-GB CUDA download (see DEVELOPERS.md).
-# scripts/install uses uv (same versions, a third of the time) and falls back to pip.
-$(STAMP): pyproject.toml scripts/install
-	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	scripts/install $(VENV) $(EXTRAS)
-	@touch $@
+# scripts/install decides (quickly) whether there is anything to do: the stamp holds the
+# extras installed. It takes torch from PyTorch's CPU-only index on Linux machines without an
+# NVIDIA driver when that index answers (TORCH_INDEX chooses: see README.md), and installs
+# with uv (same versions, a third of the time), falling back to pip.
+$(STAMP): pyproject.toml scripts/install FORCE
+	@scripts/install $(VENV) "$(EXTRAS)" $(PYTHON)
+
+FORCE:
 
 # JupyterLab refuses to run as root unless told; containers and CI machines often are root.
 LAB_FLAGS := $(if $(filter 0,$(shell id -u)),--allow-root,)
@@ -32,11 +41,19 @@ LAB_FLAGS := $(if $(filter 0,$(shell id -u)),--allow-root,)
 # start a plain shell: a login shell (JupyterLab's choice when make runs without a terminal)
 # reads /etc/profile, which resets PATH.
 LAB_ENV = PATH="$(abspath $(BIN)):$$PATH" VIRTUAL_ENV="$(abspath $(VENV))"
+LAB_RUN = $(BIN)/jupyter lab $(LAB_FLAGS) --ServerApp.root_dir="$(CURDIR)" \
+	--ServerApp.terminado_settings="shell_command=$${SHELL:-/bin/sh}" \
+	notebooks/00_start_here.ipynb
 
+# A learner's JupyterLab shows none of nbgrader's menus, even in an environment that has it
+# (after make test): scripts/jupyter-learner turns its server and JupyterLab extensions off.
 lab: setup
-	$(LAB_ENV) $(BIN)/jupyter lab $(LAB_FLAGS) --ServerApp.root_dir="$(CURDIR)" \
-		--ServerApp.terminado_settings="shell_command=$${SHELL:-/bin/sh}" \
-		notebooks/00_start_here.ipynb
+	$(LAB_ENV) JUPYTER_CONFIG_PATH="$(CURDIR)/scripts/jupyter-learner$${JUPYTER_CONFIG_PATH:+:$$JUPYTER_CONFIG_PATH}" \
+		$(LAB_RUN)
+
+# An instructor's JupyterLab: nbgrader's formgrader, course list and assignment tools.
+instructor: setup
+	$(LAB_ENV) $(LAB_RUN)
 
 lint: setup
 	$(BIN)/ruff check .
@@ -95,7 +112,9 @@ book: setup
 
 # The whole book in headless Chromium with the network blocked: every page, a slider, a
 # flashcard, search. Screenshots go to build/book-screens/. (make test checks two chapters.)
-book-check: book
+# It builds the book itself, so that set-up installs the browser's driver (dev) with the book.
+book-check: setup
+	$(BIN)/python -m pecourse.book build
 	$(BIN)/python -m pecourse.book check
 
 clean:

@@ -6,13 +6,16 @@ script: then JupyterLab would start login shells, which reset PATH from /etc/pro
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import socket
 import subprocess
 import time
+import urllib.error
 import urllib.request
 import uuid
 
@@ -60,9 +63,9 @@ def _terminal_output(port: int, token: str, name: str, command: str, want: str) 
     return IOLoop.current().run_sync(run, timeout=40)
 
 
-@pytest.mark.slow
-def test_make_lab_puts_pecourse_on_path(tmp_path):
-    # Slow (about 20 s): starts JupyterLab through the Makefile, a kernel and a terminal.
+@contextlib.contextmanager
+def _make_lab(tmp_path, target: str = "lab"):
+    """Start JupyterLab through ``make TARGET`` with a bare PATH; yield its address and token."""
     if shutil.which("make") is None or not (ROOT / STAMP).exists():
         pytest.skip("needs make and the course's .venv (make setup)")
     port, token = _free_port(), uuid.uuid4().hex
@@ -77,10 +80,11 @@ def test_make_lab_puts_pecourse_on_path(tmp_path):
         SHELL="/bin/bash",
     )
     env.pop("VIRTUAL_ENV", None)
-    log = (tmp_path / "lab.log").open("w")
+    env.pop("JUPYTER_CONFIG_PATH", None)
+    log = (tmp_path / f"{target}.log").open("w")
     # -o: never reinstall from inside a test (the stamp counts as up to date)
     lab = subprocess.Popen(
-        ["make", "-o", STAMP, "lab"],
+        ["make", "-o", STAMP, target],
         cwd=ROOT,
         env=env,
         stdin=subprocess.DEVNULL,
@@ -97,14 +101,50 @@ def test_make_lab_puts_pecourse_on_path(tmp_path):
                 break
             except OSError:
                 if lab.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail((tmp_path / "lab.log").read_text()[-3000:])
+                    pytest.fail((tmp_path / f"{target}.log").read_text()[-3000:])
                 time.sleep(0.5)
+        yield base, token
+    finally:
+        os.killpg(lab.pid, signal.SIGTERM)  # make and the server it started: our own group
+        try:
+            lab.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(lab.pid, signal.SIGKILL)
+            lab.wait()
+        log.close()
 
+
+def _nbgrader_shown(base: str, token: str) -> dict[str, bool]:
+    """Whether nbgrader's formgrader answers and whether JupyterLab loads its plugins."""
+    try:
+        urllib.request.urlopen(f"{base}/formgrader?token={token}", timeout=10)
+        formgrader = True
+    except urllib.error.HTTPError as exc:
+        formgrader = exc.code != 404
+    with urllib.request.urlopen(f"{base}/lab?token={token}", timeout=10) as reply:
+        page = reply.read().decode()
+    config = json.loads(
+        re.search(r'id="jupyter-config-data"[^>]*>(.*?)</script>', page, re.S).group(1)
+    )
+    disabled = config.get("disabledExtensions", [])
+    plugins = any(
+        e.get("name") == "@jupyter/nbgrader" for e in config.get("federated_extensions", [])
+    ) and not any(d == "@jupyter/nbgrader" or d.startswith("@jupyter/nbgrader:") for d in disabled)
+    return {"formgrader": formgrader, "menus": plugins}
+
+
+@pytest.mark.slow
+def test_make_lab_puts_pecourse_on_path_and_hides_grading(tmp_path):
+    # Slow (about 20 s): starts JupyterLab through the Makefile, a kernel and a terminal.
+    with _make_lab(tmp_path) as (base, token):
+        port = int(base.rsplit(":", 1)[1])
         from jupyter_client import BlockingKernelClient
 
         kernel = _request(f"{base}/api/kernels?token={token}", "POST")["id"]
         client = BlockingKernelClient()
         client.load_connection_file(str(tmp_path / "runtime" / f"kernel-{kernel}.json"))
+        # a kernel that starts slowly on a busy machine is not dead: allow its heartbeat 30 s
+        client.hb_channel.time_to_dead = 30.0
         client.start_channels()
         try:
             client.wait_for_ready(timeout=60)
@@ -129,11 +169,13 @@ def test_make_lab_puts_pecourse_on_path(tmp_path):
             port, token, terminal, "command -v pecourse", str(VENV_BIN / "pecourse")
         )
         assert str(VENV_BIN / "pecourse") in seen, seen[-500:]
-    finally:
-        os.killpg(lab.pid, signal.SIGTERM)  # make and the server it started: our own group
-        try:
-            lab.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(lab.pid, signal.SIGKILL)
-            lab.wait()
-        log.close()
+        # a learner sees none of nbgrader, even where it is installed (it is, after make test)
+        assert _nbgrader_shown(base, token) == {"formgrader": False, "menus": False}
+
+
+@pytest.mark.slow
+def test_make_instructor_shows_nbgrader(tmp_path):
+    # Slow (about 10 s): the same server through `make instructor`, where nbgrader is on.
+    pytest.importorskip("nbgrader")
+    with _make_lab(tmp_path, "instructor") as (base, token):
+        assert _nbgrader_shown(base, token) == {"formgrader": True, "menus": True}
