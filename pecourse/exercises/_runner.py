@@ -77,6 +77,7 @@ from . import sandbox, wire
 MAX_ERROR_CHARS = 600
 GRACE = 3.0  # seconds the judge waits past a budget before it gives the student up
 JUDGE_MB = 512  # the judge's memory on top of the notebook's limit: messages, references
+COPIED_MB = 512  # the job's cgroup also counts the preloaded pages its processes copy
 # Imported once by the fork server, before the zygote is forked. Not the course package:
 # the student's process descends from the zygote and must not hold the reference code.
 PRELOAD = (
@@ -928,18 +929,28 @@ def _open_fds() -> list[int]:
         return list(range(3, 256))
 
 
+def cgroup_name(judge_pid: int) -> str:
+    return f"pecourse-job-{judge_pid}"
+
+
 def run_job(job_fd: int, level: str) -> None:
     """The judge's whole life (a fresh process forked by the zygote); never returns.
 
     ``job_fd`` is the job file, still unread: the student's processes are forked first
     (:meth:`Judge.spawn`), so that they never share memory with a process that read a job."""
     sandbox.protect_from_same_uid()
+    cgroup = sandbox.job_cgroup(cgroup_name(os.getpid()))  # the judge and all it forks
     judge = Judge(level)
     spawn_error = None
     try:
         judge.spawn(keep_closed=(job_fd,))
     except BaseException as exc:  # noqa: BLE001 - reported once the result file is open
         spawn_error = exc
+    try:  # over the job's memory, the kernel stops the notebook, not the judge
+        with open("/proc/self/oom_score_adj", "w") as f:
+            f.write("-1000")
+    except OSError:
+        pass
     with os.fdopen(job_fd, "rb") as f:
         job = json.loads(f.read())
     fd = os.open(job["result"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
@@ -955,6 +966,8 @@ def run_job(job_fd: int, level: str) -> None:
         judge.configure(job, report)
         # the judge too: a test's callback on a huge input fails here, not the machine
         sandbox.limit_memory(judge.memory_mb + JUDGE_MB)
+        if cgroup:  # the whole job: the notebook's processes, the judge, pages they copied
+            sandbox.limit_cgroup(cgroup, judge.memory_mb + JUDGE_MB + COPIED_MB)
         judge.run()
         report({"done": True})
     except BaseException as exc:  # noqa: BLE001 - the judge itself failed: say so
@@ -1117,8 +1130,10 @@ def zygote(link: socket.socket, level: str) -> None:
 
     sandbox.die_with_parent()
     children: dict[int, int] = {}  # the judge's pid -> n
-    stopping = False
+    ended: set[int] = set()  # judges whose job cgroup is still to be removed
+    stopping = 0.0  # when STOP came
     while True:
+        ended = {pid for pid in ended if not sandbox.remove_cgroup(cgroup_name(pid))}
         while True:
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)
@@ -1129,8 +1144,9 @@ def zygote(link: socket.socket, level: str) -> None:
             number = children.pop(pid, None)
             if number is not None:
                 _killpg(pid)  # anything left in the judge's group
+                ended.add(pid)
                 _tell(link, f"EXIT {number} {_returncode(status)}")
-        if stopping and not children:
+        if stopping and not children and (not ended or time.monotonic() > stopping + 2.0):
             return
         ready, _, _ = select.select([] if stopping else [link], [], [], 0.02)
         if not ready:
@@ -1141,7 +1157,7 @@ def zygote(link: socket.socket, level: str) -> None:
             message, fds = b"", []
         words = message.decode(errors="replace").split()
         if not words or words[0] == "STOP":
-            stopping = True
+            stopping = time.monotonic()
             for fd in fds:
                 os.close(fd)
             for pid in children:

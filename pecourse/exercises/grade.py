@@ -153,14 +153,17 @@ class Limits:
     printed output kept.
 
     What they cover: ``cell_timeout`` bounds each cell and each test cell as a whole,
-    callbacks into the judge included; ``wall_clock`` the whole job. ``memory_mb`` is
-    **per process**, not per job: a notebook may start up to ``sandbox.NPROC`` processes
-    and threads, each with that much, and memory it keeps in a ``memfd`` it does not map
-    is counted nowhere; its tmpfs folders (``/tmp``, home, ``/dev/shm``) hold
-    ``sandbox.SCRATCH_MB`` each. A per-job bound needs cgroup v2, which the grader does
-    not use yet (the machine it was written on offers cgroup v1 only). The judge holds
-    ``memory_mb`` plus ``_runner.JUDGE_MB``; the policy check is linear in a cell and
-    skips cells over ``policy.MAX_CHECKED_CHARS`` (refused as too large to check).
+    callbacks into the judge included; ``wall_clock`` the whole job. ``memory_mb`` bounds
+    each process's address space, and, where the grader may make a cgroup v1 memory
+    cgroup (root on a machine with the v1 memory controller), the whole job too: its
+    processes together, ``memfd`` and tmpfs pages included, may hold ``memory_mb`` plus
+    ``_runner.JUDGE_MB`` and ``_runner.COPIED_MB``. Where it may not (without root, on a
+    cgroup v2 machine: not written yet), a notebook may start up to ``sandbox.NPROC``
+    processes and threads with ``memory_mb`` each, and a ``memfd`` it does not map is
+    counted nowhere. Its tmpfs folders (``/tmp``, home, ``/dev/shm``) hold
+    ``sandbox.SCRATCH_MB`` each. The judge's own address space is ``memory_mb`` plus
+    ``_runner.JUDGE_MB``; the policy check is linear in a cell and refuses cells over
+    ``policy.MAX_CHECKED_CHARS`` as too large to check.
     """
 
     cell_timeout: float = 30.0

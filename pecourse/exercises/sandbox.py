@@ -135,6 +135,55 @@ def _mount(source, target: str, fstype, flags: int, data=None) -> None:
     )
 
 
+def job_cgroup(name: str) -> str | None:
+    """Move this process into a new memory cgroup ``name`` (cgroup v1, under its own) and
+    return its folder: what this process and everything it forks from now on hold counts
+    against one limit (:func:`limit_cgroup`), shared memory, ``memfd`` and tmpfs pages
+    included. None where the machine offers none to this process (no v1 memory hierarchy,
+    as on a cgroup v2 machine, or no right to make one): then only the limits per process
+    hold."""
+    try:
+        folder = _cgroup_folder(name)
+        os.mkdir(folder, 0o700)
+    except (OSError, IndexError):
+        return None
+    try:
+        with open(os.path.join(folder, "cgroup.procs"), "w") as f:
+            f.write(str(os.getpid()))
+    except OSError:
+        os.rmdir(folder)
+        return None
+    return folder
+
+
+def _cgroup_folder(name: str) -> str:
+    with open("/proc/self/cgroup", encoding="ascii") as f:
+        own = [line.split(":", 2)[2].strip() for line in f if line.split(":")[1] == "memory"]
+    return os.path.join("/sys/fs/cgroup/memory" + own[0], name)
+
+
+def remove_cgroup(name: str) -> bool:
+    """Remove the :func:`job_cgroup` ``name`` once its processes are gone; False while some
+    are still exiting."""
+    try:
+        os.rmdir(_cgroup_folder(name))
+    except (FileNotFoundError, IndexError):
+        return True
+    except OSError:
+        return False
+    return True
+
+
+def limit_cgroup(folder: str, memory_mb: int) -> None:
+    """The memory limit of a :func:`job_cgroup`, swap included where the kernel counts it."""
+    for knob in ("memory.limit_in_bytes", "memory.memsw.limit_in_bytes"):
+        try:
+            with open(os.path.join(folder, knob), "w") as f:
+                f.write(str(memory_mb * 2**20))
+        except FileNotFoundError:  # no swap accounting
+            pass
+
+
 def die_with_parent() -> None:
     """SIGKILL this process when its parent dies (cleared by a change of uid: call after)."""
     prctl(PR_SET_PDEATHSIG, signal.SIGKILL)

@@ -8,13 +8,14 @@ that need it, and a cell over ``MAX_CHECKED_CHARS`` is refused without being par
 
 from __future__ import annotations
 
+import os
 from types import SimpleNamespace
 
 import IPython.core.inputtransformer2 as transformer
 import pytest
 
 from pecourse.exercises import policy
-from pecourse.exercises.grade import IsolationUnavailable, grade_class
+from pecourse.exercises.grade import IsolationUnavailable, Limits, grade_class
 from pecourse.exercises.notebook import write_notebook
 from pecourse.exercises.policy import MAX_CHECKED_CHARS, reference_uses
 
@@ -67,3 +68,61 @@ def test_no_namespace_and_no_mount_inside_the_job(tmp_path):
         pytest.skip(f"needs the namespace sandbox: {exc}")
     reason = next(r.reason for r in rows if r.part == "test_table")
     assert "NESTED userns=-1 mount=-1" in reason, reason
+
+
+HOARD = """
+import os, time, torch
+children = []
+for _ in range(8):
+    r, w = os.pipe()
+    child = os.fork()
+    if child == 0:
+        block = torch.ones(50_000_000)  # 200 MB, written
+        os.write(w, b"1")
+        time.sleep(60)
+        os._exit(0)
+    os.close(w)
+    os.read(r, 1)
+    children.append(child)
+time.sleep(0.5)
+alive = sum(os.waitpid(child, os.WNOHANG)[0] == 0 for child in children)
+raise ValueError(f"HOARD held {alive} of 8 blocks at once")
+"""
+MEMFD = """
+import os
+held = 0
+try:
+    for _ in range(24):  # each file stops at the 64 MB file-size limit: take many
+        fd = os.memfd_create("hoard")
+        for _ in range(64):
+            os.write(fd, b"x" * 2**20)
+            held += 1
+except OSError:
+    pass
+raise ValueError(f"MEMFD held {held} MB")
+"""
+
+
+def test_memory_is_limited_per_job_not_per_process(tmp_path):
+    # RLIMIT_AS holds each process to --memory-mb: eight processes held eight times that,
+    # and memfd files, which are not mapped, were counted nowhere. The job's cgroup counts
+    # everything its processes hold together.
+    if os.geteuid() != 0 or not os.path.isdir("/sys/fs/cgroup/memory"):
+        pytest.skip("no cgroup v1 memory controller to use here (the limits per process hold)")
+    for student, code in (("hoarder", HOARD), ("memfd", MEMFD)):
+        (tmp_path / student).mkdir()
+        notebook = typed(source09(), {"answer_table": code})
+        write_notebook(notebook, tmp_path / student / f"{SLUG}.ipynb")
+    limits = Limits(cell_timeout=20.0, wall_clock=60.0, memory_mb=256)
+    rows = grade_class(tmp_path, exercises=[SLUG], limits=limits, progress=False)
+    reasons = {r.student: r.reason for r in rows if r.part == "test_table"}
+    assert "HOARD held 8 of 8" not in reasons["hoarder"], reasons
+    assert "HOARD held" in reasons["hoarder"] or "killed" in reasons["hoarder"], reasons
+    assert "MEMFD held 1536 MB" not in reasons["memfd"], reasons
+    assert not [p for p in os.listdir(_memory_cgroup()) if p.startswith("pecourse-job-")]
+
+
+def _memory_cgroup() -> str:
+    with open("/proc/self/cgroup") as f:
+        own = [line.split(":", 2)[2].strip() for line in f if line.split(":")[1] == "memory"]
+    return "/sys/fs/cgroup/memory" + own[0]
