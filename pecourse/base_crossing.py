@@ -19,17 +19,18 @@ only way to solve it is to attend from the query to the matching key, so the hea
 
 from __future__ import annotations
 
-import json
+import logging
 import math
 import sys
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 from torch import Tensor, nn
 
 from ._validate import check_float, check_int
 from .positions.rope import apply_rope
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "RetrievalTask",
@@ -168,10 +169,16 @@ def accuracy_by_distance(
     return hits / count.where(count > 0, torch.nan), count
 
 
-def record(path: str | Path | None = None, *, bases=BASES, seeds=SEEDS, steps: int = 300) -> dict:
-    """Train every (base, seed), measure accuracy by distance, and write the JSON recording."""
-    from importlib.resources import files
+def record(folder=None, *, bases=BASES, seeds=SEEDS, steps: int = 300) -> dict:
+    """Train every (base, seed), measure accuracy by distance, and write the recording
+    ``rope_base_crossing.json`` to ``folder`` (default ``pecourse/results``) through
+    :func:`pecourse.results.write`."""
+    import platform
+    import time
 
+    from .results import write
+
+    start = time.process_time()
     rows = []
     for base in bases:
         for seed in seeds:
@@ -186,7 +193,7 @@ def record(path: str | Path | None = None, *, bases=BASES, seeds=SEEDS, steps: i
                     "count": count.tolist(),
                 }
             )
-            print(f"base {base:g} seed {seed}: final loss {rows[-1]['final_loss']:.3f}", flush=True)
+            log.info("base %g seed %d: final loss %.3f", base, seed, rows[-1]["final_loss"])
     result = {
         "name": "rope_base_crossing",
         "protocol": {
@@ -202,16 +209,18 @@ def record(path: str | Path | None = None, *, bases=BASES, seeds=SEEDS, steps: i
         },
         "bases": list(bases),
         "seeds": list(seeds),
-        "torch": torch.__version__,
+        "checkpoints": {},  # it trains its own one-head models
         "rows": rows,
+        "cpu_seconds": round(time.process_time() - start, 1),
+        "versions": {"python": platform.python_version(), "torch": torch.__version__},
     }
-    if path is None:
-        path = Path(str(files("pecourse").joinpath("results", "rope_base_crossing.json")))
-    Path(path).write_text(json.dumps(result, indent=1) + "\n")
+    write(result, folder)
     return result
 
 
 def main(argv=None) -> int:
+    """``python -m pecourse.base_crossing [FOLDER]``: write the recording (default: shipped)."""
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
     argv = sys.argv[1:] if argv is None else argv
     record(argv[0] if argv else None)
     return 0

@@ -693,19 +693,15 @@ EXPERIMENTS = {
 
 
 def record(result: dict, folder=None):
-    """Write an experiment's recording to ``folder/<name>.json`` (default ``pecourse/results``)."""
-    from pathlib import Path
-
+    """Write an experiment's recording to ``folder/<name>.json`` (default ``pecourse/results``),
+    validated by :func:`pecourse.results.write`."""
     from ._validate import check_choice
+    from .results import write
 
     if not isinstance(result, dict) or "name" not in result:
         raise TypeError("result must be an experiment's recording (a dict with a 'name')")
     check_choice("result['name']", result["name"], tuple(EXPERIMENTS))
-    out = Path(folder) if folder is not None else Path(__file__).resolve().parent / "results"
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / f"{result['name']}.json"
-    path.write_text(json.dumps(result, indent=1) + "\n")
-    return path
+    return write(result, folder)
 
 
 def load(name: str) -> dict:

@@ -8,7 +8,7 @@ fixed held-out sets. Each study returns a JSON-serialisable dict (a *recording*)
 * ``protocol`` — everything needed to rerun it: model sizes, training options, evaluation
   lengths and sample counts, the interval method;
 * ``seeds`` — the list of training seeds;
-* ``runs`` — one entry per (variant, seed): the loss curve and the raw numbers measured;
+* ``rows`` — one entry per (variant, seed): the loss curve and the raw numbers measured;
 * ``summary`` — per variant and measurement: the per-seed values, their mean, min and max;
 * ``cpu_seconds`` and ``versions`` — what it cost and what it ran on.
 
@@ -67,6 +67,7 @@ of CPU each; the chapter says how many).
 from __future__ import annotations
 
 import json
+import logging
 import math
 import platform
 import sys
@@ -77,12 +78,17 @@ from pathlib import Path
 import torch
 from torch import nn
 from torch.nn import functional as F
+from tqdm.auto import tqdm
 
 from ._validate import check_choice, check_int
 from .data import task_batch
 from .evaluate import bootstrap_interval, wilson_interval
 from .model import ModelConfig, TinyGPT
-from .results import recorded
+from .results import recorded, write
+
+logger = logging.getLogger(__name__)
+#: Whether studies draw a progress bar over their models (``python -m pecourse.studies`` does).
+PROGRESS = False
 
 __all__ = [
     "bootstrap_interval",
@@ -101,11 +107,11 @@ __all__ = [
     "extrapolation_seeds",
     "retrieval_seeds",
     "augmentation_seeds",
+    "context_use",
     "wilson_interval",
     "STUDIES",
     "record",
     "load",
-    "results_dir",
 ]
 
 
@@ -340,7 +346,7 @@ def grid_width_transfer(
         },
         "checkpoints": {},
         "seeds": seeds,
-        "runs": runs,
+        "rows": runs,
         "summary": summary,
         "cpu_seconds": round(cpu, 1),
         "versions": _versions(),
@@ -420,7 +426,7 @@ def cope_selective_copy(
         },
         "checkpoints": {},
         "seeds": seeds,
-        "runs": runs,
+        "rows": runs,
         "summary": summary,
         "cpu_seconds": round(cpu, 1),
         "versions": _versions(),
@@ -456,7 +462,7 @@ def cope_counting(*, lengths=(64, 128), samples: int = 512) -> dict:
         },
         "checkpoints": _hashes(["cope_counting", "rope_counting"]),
         "seeds": sorted({r["seed"] for r in rows}),
-        "runs": rows,
+        "rows": rows,
         "cpu_seconds": round(time.process_time() - start, 1),
         "versions": _versions(),
     }
@@ -532,7 +538,7 @@ def text_extrapolation(
         "checkpoints": _hashes(checkpoints),
         "eval_tokens": tokens,
         "seeds": sorted({r["seed"] for r in rows}),
-        "runs": rows,
+        "rows": rows,
         "cpu_seconds": round(time.process_time() - start, 1),
         "versions": _versions(),
     }
@@ -603,7 +609,7 @@ def imposed_windows(*, lengths=(64, 512), tokens: int = 65536, window: int = 64)
         "checkpoints": _hashes(["rope", "irope"]),
         "eval_tokens": tokens,
         "seeds": sorted({r["seed"] for r in rows}),
-        "runs": rows,
+        "rows": rows,
         "cpu_seconds": round(time.process_time() - start, 1),
         "versions": _versions(),
     }
@@ -721,7 +727,7 @@ def windowed_passkey(
         "checkpoints": _hashes(["rope_passkey"]),
         "seeds": seeds,
         "step0": step0,
-        "runs": runs,
+        "rows": runs,
         "reference": ref,
         "summary": summary,
         "cpu_seconds": round(cpu, 1),
@@ -841,7 +847,7 @@ def nope_anchor(seeds=(0, 1, 2), *, steps: int = 800, tokens: int = 65536) -> di
         "checkpoints": _hashes(["rope", "nope"]),
         "eval_tokens": tokens,
         "seeds": seeds,
-        "runs": runs,
+        "rows": runs,
         "summary": summary,
         "cpu_seconds": round(cpu, 1),
         "versions": _versions(),
@@ -913,7 +919,7 @@ def counting_length_generalisation(
         },
         "checkpoints": _hashes(["rope_counting"] if "rope" in plans else []),
         "seeds": seeds,
-        "runs": runs,
+        "rows": runs,
         "summary": summary,
         "cpu_seconds": round(cpu, 1),
         "versions": _versions(),
@@ -949,32 +955,38 @@ def _seeded_runs(names, seeds, *, steps, key: dict, log, measure) -> list[dict]:
                 if run.pop("key") == key:
                     done[(run["model"], run["seed"])] = run
     runs = []
-    for seed in seeds:
-        for name in names:
-            recipe = RECIPES[name]
-            shipped = seed == TrainConfig.from_dict(recipe["train"]).seed and steps is None
-            if (name, seed) in done and (
-                not shipped or done[(name, seed)]["sha256"] == checkpoint_sha256(name)
-            ):
-                runs.append(done[(name, seed)])
-                continue
-            start = time.process_time()
-            if shipped:  # the shipped checkpoint is this very run
-                model, curve = load_checkpoint(name), checkpoint_info(name)["loss_curve"]
-                run = {"model": name, "seed": seed, "source": "shipped checkpoint"}
-                run["sha256"] = checkpoint_sha256(name)
-            else:
-                model, curve = _train_seed(name, seed, steps, store)
-                run = {"model": name, "seed": seed, "source": "trained by this study"}
-            run["train_steps"] = steps or recipe["train"]["steps"]
-            run["loss_curve"] = curve
-            run.update(measure(model, name))
-            seconds = time.process_time() - start
-            run["cpu_seconds"] = round(seconds, 1)
-            runs.append(run)
-            if log is not None:
-                with log.open("a") as f:
-                    f.write(json.dumps({**run, "key": key}) + "\n")
+    pairs = [(seed, name) for seed in seeds for name in names]
+    bar = tqdm(pairs, desc=key.get("study", "study"), unit="model", disable=not PROGRESS)
+    for seed, name in bar:
+        bar.set_postfix_str(f"{name} seed {seed}")
+        recipe = RECIPES[name]
+        shipped = seed == TrainConfig.from_dict(recipe["train"]).seed and steps is None
+        if (name, seed) in done and (
+            not shipped or done[(name, seed)]["sha256"] == checkpoint_sha256(name)
+        ):
+            logger.info("%s: %s seed %d read from %s", key.get("study"), name, seed, log)
+            runs.append(done[(name, seed)])
+            continue
+        start = time.process_time()
+        if shipped:  # the shipped checkpoint is this very run
+            model, curve = load_checkpoint(name), checkpoint_info(name)["loss_curve"]
+            run = {"model": name, "seed": seed, "source": "shipped checkpoint"}
+            run["sha256"] = checkpoint_sha256(name)
+        else:
+            model, curve = _train_seed(name, seed, steps, store)
+            run = {"model": name, "seed": seed, "source": "trained by this study"}
+        run["train_steps"] = steps or recipe["train"]["steps"]
+        run["loss_curve"] = curve
+        run.update(measure(model, name))
+        seconds = time.process_time() - start
+        run["cpu_seconds"] = round(seconds, 1)
+        logger.info(
+            "%s: %s seed %d, %s, %.0f CPU s", key.get("study"), name, seed, run["source"], seconds
+        )
+        runs.append(run)
+        if log is not None:
+            with log.open("a") as f:
+                f.write(json.dumps({**run, "key": key}) + "\n")
     if folder:
         folder.cleanup()
     order = {(n, s): i for i, (s, n) in enumerate((s, n) for s in sorted(seeds) for n in names)}
@@ -1022,7 +1034,7 @@ def _seed_facts(runs) -> dict:
     return {
         "checkpoints": _hashes([r["model"] for r in runs if r["source"] == "shipped checkpoint"]),
         "seeds": sorted({r["seed"] for r in runs}),
-        "runs": runs,
+        "rows": runs,
         "cpu_seconds": round(sum(r["cpu_seconds"] for r in runs), 1),
         "versions": _versions(),
     }
@@ -1080,7 +1092,7 @@ def extrapolation_seeds(
                 out[str(n)] = None
         return out
 
-    key = {"lengths": lengths, "tokens": tokens, "steps": steps}
+    key = {"study": "extrapolation_seeds", "lengths": lengths, "tokens": tokens, "steps": steps}
     runs = _seeded_runs(names, seeds, steps=steps, key=key, log=log, measure=measure)
     summary = {}
     for name in names:
@@ -1167,6 +1179,78 @@ def sliding_seeds(
         "eval_tokens": tokens,
         **_seed_facts(runs),
         "summary": summary,
+    }
+
+
+# --- every text claim: how much context do the text models use? ---------------------------
+
+#: The text models whose context use :func:`context_use` measures: the 64-character regime
+#: most chapters' text claims were first made on, and the long-window regime.
+CONTEXT_MODELS = ("rope", "alibi")
+
+
+def context_use(
+    seeds=(0, 1, 2),
+    *,
+    names=CONTEXT_MODELS,
+    tokens: int = 65536,
+    steps: int | None = None,
+    log=None,
+) -> dict:
+    r"""How much of its window each text model uses, at its training length, over seeds.
+
+    Every recipe of ``names`` is trained with each seed (seed 0 is the shipped checkpoint)
+    and scored on ``tokens`` validation characters cut into windows of *its own* training
+    length; :func:`pecourse.evaluate.context_used` reads off the loss of doubling position
+    bands and the farthest band whose loss still falls below the band before it, beyond
+    the bootstrap interval. A claim that a model reads text ``n`` characters back stands only
+    on a model whose ``context_used`` reaches ``n`` at every seed (the summary's ``min``).
+    ``steps`` and ``log`` as in :func:`extrapolation_seeds`.
+    """
+    from .evaluate import context_used, window_losses
+    from .train import RECIPES
+
+    seeds = _check_seeds(seeds)
+    names = [check_choice("names[]", n, tuple(RECIPES)) for n in names]
+    tokens = check_int("tokens", tokens, minimum=2)
+    if steps is not None:
+        steps = check_int("steps", steps, minimum=1)
+
+    def measure(model, name):
+        n = model.config.train_len
+        return {"train_len": n, **context_used(window_losses(model, n, tokens=tokens))}
+
+    key = {"study": "context_use", "tokens": tokens, "steps": steps}
+    runs = _seeded_runs(names, seeds, steps=steps, key=key, log=log, measure=measure)
+    summary = {}
+    for name in names:
+        mine = [r for r in runs if r["model"] == name]
+        bands = mine[0]["bands"]
+        summary[name] = {
+            "context_used": _spread([r["context_used"] for r in mine]),
+            "bands": {b: _spread([r["bands"][b]["loss"] for r in mine]) for b in bands},
+        }
+    return {
+        "name": "context_use",
+        "protocol": {
+            "models": names,
+            "model": {n: RECIPES[n]["model"] for n in names},
+            "train": {
+                n: {**RECIPES[n]["train"], **({"steps": steps} if steps else {})} for n in names
+            },
+            "seed_0": "the shipped checkpoint (same recipe and seed); other seeds trained here",
+            "mode": "nonoverlapping windows of each model's own training length",
+            "eval_tokens": tokens,
+            "bands": "doubling position bands 0-1, 1-2, 2-4, ... up to the training length",
+            "context_used": (
+                "start of the farthest band whose loss is below the band before it by more "
+                "than the interval (drop per window, percentile bootstrap over windows)"
+            ),
+        },
+        "eval_tokens": tokens,
+        **_seed_facts(runs),
+        "summary": summary,
+        "context_used": {n: summary[n]["context_used"]["per_seed"] for n in names},
     }
 
 
@@ -1617,24 +1701,17 @@ STUDIES = {
     "extension_seeds": extension_seeds,
     "needle_seeds": needle_seeds,
     "sliding_seeds": sliding_seeds,
+    "context_use": context_use,
 }
 
 
-def results_dir() -> Path:
-    """The folder of the recorded results (``pecourse/results``)."""
-    return Path(__file__).resolve().parent / "results"
-
-
 def record(result: dict, folder=None) -> Path:
-    """Write a study's recording to ``folder/<name>.json`` (default :func:`results_dir`)."""
+    """Write a study's recording to ``folder/<name>.json`` (default ``pecourse/results``),
+    validated by :func:`pecourse.results.write`."""
     if not isinstance(result, dict) or "name" not in result:
         raise TypeError("result must be a study's dict, with a 'name'")
     check_choice("result['name']", result["name"], tuple(STUDIES))
-    out = Path(folder) if folder is not None else results_dir()
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / f"{result['name']}.json"
-    path.write_text(json.dumps(result, indent=1) + "\n")
-    return path
+    return write(result, folder)
 
 
 def load(name: str) -> dict:
@@ -1645,18 +1722,39 @@ def load(name: str) -> dict:
 
 
 def main(argv=None) -> int:
-    import argparse
+    """``python -m pecourse.studies run NAME … [--out FOLDER] [--log-dir FOLDER]``.
 
+    Each study draws a bar over its models and logs every finished model with its CPU time;
+    with ``--log-dir`` a study that trains seeds keeps a log there and an interrupted run
+    resumes from it (``make results`` passes one). The CPU time of each study and of all of
+    them is logged at the end.
+    """
+    import argparse
+    import inspect
+
+    global PROGRESS
     p = argparse.ArgumentParser(prog="python -m pecourse.studies")
     sub = p.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run", help="rerun studies and rewrite their recordings")
     r.add_argument("names", nargs="+", choices=sorted(STUDIES))
     r.add_argument("--out", default=None, help="folder for the recordings (default: shipped)")
+    r.add_argument("--log-dir", default=None, help="folder of resumable run logs")
     args = p.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
+    PROGRESS = True
     torch.set_num_threads(1)
+    total = 0.0
     for name in args.names:
-        result = STUDIES[name]()
-        print(record(result, args.out), f"{result['cpu_seconds']} CPU s", flush=True)
+        study = STUDIES[name]
+        kwargs = {}
+        if args.log_dir and "log" in inspect.signature(study).parameters:
+            Path(args.log_dir).mkdir(parents=True, exist_ok=True)
+            kwargs["log"] = Path(args.log_dir) / f"{name}.jsonl"
+        result = study(**kwargs)
+        path = record(result, args.out)
+        total += result["cpu_seconds"]
+        logger.info("%s: %.0f CPU s -> %s", name, result["cpu_seconds"], path)
+    logger.info("%d studies: %.0f CPU s (%.1f CPU min)", len(args.names), total, total / 60)
     return 0
 
 

@@ -104,22 +104,22 @@ def test_grid_attention_picks_offsets_with_either_scheme():
 
 def test_grid_width_transfer_runs_and_summarises():
     out = studies.grid_width_transfer(seeds=(3,), steps=2, samples=4, test_widths=(4, 6))
-    assert out["seeds"] == [3] and len(out["runs"]) == 2  # 1d and 2d
-    for run in out["runs"]:
+    assert out["seeds"] == [3] and len(out["rows"]) == 2  # 1d and 2d
+    for run in out["rows"]:
         for w in (4, 6):
             score = run[f"width_{w}"]
             assert 0 <= score["ci95"][0] <= score["mean"] <= score["ci95"][1] <= 1
             assert 0 <= score["attention_unseen_offsets"] <= 1
         assert run["width_4"]["attention_unseen_offsets"] == 0.0  # narrower than trained: none
-    assert out["summary"]["1d"]["width_4"]["per_seed"] == [out["runs"][0]["width_4"]["mean"]]
+    assert out["summary"]["1d"]["width_4"]["per_seed"] == [out["rows"][0]["width_4"]["mean"]]
 
 
 def test_cope_selective_copy_runs_on_a_tiny_budget():
     out = studies.cope_selective_copy(
         seeds=(0,), steps={"cope": 1, "rope": 1}, samples=2, splits={"dense": 32}
     )
-    assert [(r["scheme"], r["seed"]) for r in out["runs"]] == [("cope", 0), ("rope", 0)]
-    assert set(out["runs"][0]["dense"]) == {"accuracy", "exact_match"}
+    assert [(r["scheme"], r["seed"]) for r in out["rows"]] == [("cope", 0), ("rope", 0)]
+    assert set(out["rows"][0]["dense"]) == {"accuracy", "exact_match"}
     assert out["protocol"]["train"]["steps"] == {"cope": 1, "rope": 1}
 
 
@@ -166,7 +166,7 @@ def _defaults(fn) -> dict:
 
 
 def _check_summary(rec):
-    seeds = sorted({r["seed"] for r in rec["runs"]})
+    seeds = sorted({r["seed"] for r in rec["rows"]})
     assert seeds == sorted(rec["seeds"]) and len(seeds) >= 3
     for scheme, splits in rec["summary"].items():
         for split, entry in splits.items():
@@ -174,7 +174,7 @@ def _check_summary(rec):
             for metric, spread in metrics.items():
                 values = [
                     r[split]["mean"] if metric is None else r[split][metric]["mean"]
-                    for r in rec["runs"]
+                    for r in rec["rows"]
                     if r["scheme"] == scheme
                 ]
                 assert spread["per_seed"] == values
@@ -217,9 +217,9 @@ def test_windowed_passkey_recording():
     assert rec["protocol"]["distances"] == list(studies.PASSKEY_DISTANCES)
     for variant, by_distance in rec["summary"].items():
         for d, spread in by_distance.items():
-            runs = [r for r in rec["runs"] if r["variant"] == variant]
+            runs = [r for r in rec["rows"] if r["variant"] == variant]
             assert spread["per_seed"] == [r["by_distance"][d]["accuracy"] for r in runs]
-    for r in rec["runs"]:  # each accuracy is k / samples, inside its Wilson interval
+    for r in rec["rows"]:  # each accuracy is k / samples, inside its Wilson interval
         for v in r["by_distance"].values():
             k = round(v["accuracy"] * rec["protocol"]["eval_samples"])
             lo, hi = studies.wilson_interval(k, rec["protocol"]["eval_samples"])
@@ -232,18 +232,18 @@ def test_counting_and_anchor_recordings():
     for plan, by_length in counting["summary"].items():
         for key, spread in by_length.items():
             assert spread["per_seed"] == [
-                r[key]["mean"] for r in counting["runs"] if r["plan"] == plan
+                r[key]["mean"] for r in counting["rows"] if r["plan"] == plan
             ]
     anchor = studies.load("nope_anchor")
     assert anchor["seeds"] == list(_defaults(studies.nope_anchor)["seeds"])
     assert anchor["protocol"]["eval_tokens"] == _defaults(studies.nope_anchor)["tokens"]
     for variant, metrics in anchor["summary"].items():
-        runs = [r for r in anchor["runs"] if r["variant"] == variant]
+        runs = [r for r in anchor["rows"] if r["variant"] == variant]
         assert metrics["loss"]["per_seed"] == [r["loss"]["mean"] for r in runs]
     # seed 0 of rope and nope is the shipped checkpoint: its recorded loss curve is the shipped one
     from pecourse.model import checkpoint_info
 
-    shipped = next(r for r in anchor["runs"] if r["variant"] == "nope" and r["seed"] == 0)
+    shipped = next(r for r in anchor["rows"] if r["variant"] == "nope" and r["seed"] == 0)
     assert shipped["loss_curve"] == checkpoint_info("nope")["loss_curve"]
 
 
@@ -251,7 +251,7 @@ def test_evaluation_recordings_match_their_protocols():
     for name in ("text_extrapolation", "imposed_windows"):
         rec = studies.load(name)
         assert rec["protocol"]["eval_tokens"] == 65536
-        for row in rec["runs"]:
+        for row in rec["rows"]:
             for n in rec["protocol"]["lengths"]:
                 cell = row[str(n)]
                 assert cell["ci95"][0] <= cell["perplexity"] <= cell["ci95"][1]
@@ -262,11 +262,11 @@ def test_text_extrapolation_recording_recomputes():
     """Evaluation only (about 10 s): ALiBi's recorded perplexity at 512, recomputed on the same text."""
     rec = studies.load("text_extrapolation")
     again = studies.text_extrapolation(("alibi",), lengths=(512,))
-    old = next(r for r in rec["runs"] if r["checkpoint"] == "alibi")
-    assert again["runs"][0]["512"]["perplexity"] == pytest.approx(
+    old = next(r for r in rec["rows"] if r["checkpoint"] == "alibi")
+    assert again["rows"][0]["512"]["perplexity"] == pytest.approx(
         old["512"]["perplexity"], abs=2e-3
     )
-    assert again["runs"][0]["512"]["ci95"] == old["512"]["ci95"]
+    assert again["rows"][0]["512"]["ci95"] == old["512"]["ci95"]
 
 
 def test_record_writes_what_load_reads(tmp_path):
@@ -279,7 +279,7 @@ def test_record_writes_what_load_reads(tmp_path):
 def test_cope_counting_recording_recomputes():
     """Evaluation only (a few seconds): the shipped RoPE counting model gives the recorded numbers."""
     rec = studies.load("cope_counting")
-    row = next(r for r in rec["runs"] if r["model"] == "rope_counting")
+    row = next(r for r in rec["rows"] if r["model"] == "rope_counting")
     model = load_checkpoint("rope_counting")
     for n in rec["protocol"]["lengths"]:
         samples = rec["protocol"]["eval_samples"]
@@ -292,23 +292,23 @@ def test_extrapolation_seeds_runs_on_a_tiny_budget_and_resumes_from_its_log(tmp_
     kw = dict(names=("learned", "alibi"), lengths=(32, 64, 128), tokens=256, steps=1, log=log)
     out = studies.extrapolation_seeds(seeds=(2, 1), **kw)
     assert out["seeds"] == [1, 2] and out["checkpoints"] == {}  # nothing shipped was read
-    assert [(r["model"], r["seed"]) for r in out["runs"]] == [
+    assert [(r["model"], r["seed"]) for r in out["rows"]] == [
         ("learned", 1),
         ("alibi", 1),
         ("learned", 2),
         ("alibi", 2),
     ]
-    learned = out["runs"][0]
+    learned = out["rows"][0]
     assert learned["128"] is None and learned["64"]["windows"] == 4  # no table rows past 64
     assert set(out["summary"]["learned"]) == {"32", "64"}  # no ratio where a length is missing
-    alibi = [r for r in out["runs"] if r["model"] == "alibi"]
+    alibi = [r for r in out["rows"] if r["model"] == "alibi"]
     assert out["summary"]["alibi"]["ratio"]["per_seed"] == [
         round(r["128"]["perplexity"] / r["32"]["perplexity"], 4) for r in alibi
     ]
     assert len(log.read_text().splitlines()) == 4
     # an interrupted call resumes from the log: nothing is trained again
     monkeypatch.setattr(studies, "_train_one", lambda *a: pytest.fail("retrained a logged run"))
-    assert studies.extrapolation_seeds(seeds=(1, 2), **kw)["runs"] == out["runs"]
+    assert studies.extrapolation_seeds(seeds=(1, 2), **kw)["rows"] == out["rows"]
     with pytest.raises(ValueError, match="names"):
         studies.extrapolation_seeds(names=("rope_pose2",), steps=1)
 
@@ -320,10 +320,10 @@ def test_extrapolation_seeds_recording():
     assert len(rec["seeds"]) >= 3 and rec["eval_tokens"] == 65536
     shipped = {r["model"]: r for r in recorded("extrapolation")["rows"]}
     models = rec["protocol"]["models"]
-    assert {(r["model"], r["seed"]) for r in rec["runs"]} == {
+    assert {(r["model"], r["seed"]) for r in rec["rows"]} == {
         (m, s) for m in models for s in rec["seeds"]
     }
-    for run in rec["runs"]:
+    for run in rec["rows"]:
         assert run["source"] == (
             "shipped checkpoint" if run["seed"] == 0 else "trained by this study"
         )
@@ -334,7 +334,7 @@ def test_extrapolation_seeds_recording():
             if run["seed"] == 0:
                 assert cell == shipped[run["model"]][str(n)]
     for m in models:
-        mine = sorted((r for r in rec["runs"] if r["model"] == m), key=lambda r: r["seed"])
+        mine = sorted((r for r in rec["rows"] if r["model"] == m), key=lambda r: r["seed"])
         for n, spread in rec["summary"][m].items():
             if n != "ratio":
                 assert spread["per_seed"] == [round(r[n]["perplexity"], 4) for r in mine]
@@ -362,9 +362,9 @@ def test_retrieval_seeds_trains_each_recipe_with_its_own_budget_and_refuses_othe
         log=tmp_path / "log.jsonl",
     )
     assert budgets == [("rope", 1000, 1), ("alibi", 2500, 1)]
-    assert [r["train_steps"] for r in out["runs"]] == [1000, 2500]
+    assert [r["train_steps"] for r in out["rows"]] == [1000, 2500]
     assert out["summary"]["alibi_passkey"]["train_steps"] == 2500
-    run = out["runs"][0]  # the shipped weights stood in: the recording's numbers at 16 samples
+    run = out["rows"][0]  # the shipped weights stood in: the recording's numbers at 16 samples
     kept = {r["model"]: r for r in recorded("effective_context")["rows"]}["rope"]["retrieval"]
     assert run["retrieval"]["8"]["trials"] == 16 and kept["8"]["trials"] == 256
     assert run["short"]["8"]["trials"] == 16 and set(run["retrieval"]) == {"8", "96"}
@@ -375,7 +375,7 @@ def test_retrieval_seeds_trains_each_recipe_with_its_own_budget_and_refuses_othe
 
 
 def _runs_by(rec):
-    return {(r["model"], r["seed"]): r for r in rec["runs"]}
+    return {(r["model"], r["seed"]): r for r in rec["rows"]}
 
 
 def test_retrieval_seeds_recording():
@@ -477,7 +477,7 @@ def test_extension_seeds_continues_each_seeds_own_base_and_resumes(tmp_path, mon
     assert not torch.equal(
         base.state_dict()["tok_emb.weight"], shipped.state_dict()["tok_emb.weight"]
     )
-    rows = {r["model"]: r for r in out["runs"]}
+    rows = {r["model"]: r for r in out["rows"]}
     assert set(rows["rope"]["scaled"]) == set(studies.EXTENSION_SCALINGS)
     assert (
         "sliding" in rows["rope"]["scaled"]["none"]
@@ -489,7 +489,7 @@ def test_extension_seeds_continues_each_seeds_own_base_and_resumes(tmp_path, mon
     ]
 
     def numbers(result):  # the runs without their CPU time, which no rerun repeats
-        return [{k: v for k, v in r.items() if k != "cpu_seconds"} for r in result["runs"]]
+        return [{k: v for k, v in r.items() if k != "cpu_seconds"} for r in result["rows"]]
 
     # drop the last run from the log: only it is trained again, from the kept base
     lines = log.read_text().splitlines()
@@ -597,7 +597,7 @@ def test_needle_seeds_measures_what_the_experiments_measure(monkeypatch):
         lengths=(64, 128), distances=(16, 96), keys=(1, 2), multikey_distances=(16,), samples=8
     )
     out = studies.needle_seeds(seeds=(1,), names=("t5_passkey",), **kw)
-    run = out["runs"][0]
+    run = out["rows"][0]
     model = load_checkpoint("t5_passkey")
     assert run["grid"] == experiments.needle_grid_cells(model, (64, 128), (16, 96), samples=8)
     assert set(run["grid"]["64"]) == {"16"}  # 96 does not fit in 64
@@ -704,3 +704,34 @@ def test_make_results_reruns_every_recording():
     assert listed == set(studies.STUDIES)
     made = set(experiments.EXPERIMENTS) | listed | {"rope_base_crossing"}
     assert set(recordings()) <= made, set(recordings()) - made
+
+
+def test_the_studies_command_logs_cpu_time_and_resumes_from_its_log_dir(
+    tmp_path, monkeypatch, caplog
+):
+    import logging
+
+    logs, out = tmp_path / "logs", tmp_path / "out"
+
+    def tiny(*, log=None):  # extrapolation_seeds on a budget a test can pay
+        return studies.extrapolation_seeds(
+            seeds=(1,), names=("alibi",), lengths=(32,), tokens=64, steps=1, log=log
+        )
+
+    monkeypatch.setitem(studies.STUDIES, "extrapolation_seeds", tiny)
+    monkeypatch.setattr(studies, "PROGRESS", False)  # main turns the bars on
+    caplog.set_level(logging.INFO, logger="pecourse.studies")
+    argv = ["run", "extrapolation_seeds", "--out", str(out), "--log-dir", str(logs)]
+    assert studies.main(argv) == 0
+    first = json.loads((out / "extrapolation_seeds.json").read_text())
+    assert len((logs / "extrapolation_seeds.jsonl").read_text().splitlines()) == 1
+    assert "alibi seed 1, trained by this study" in caplog.text
+    assert f"extrapolation_seeds: {first['cpu_seconds']:.0f} CPU s" in caplog.text
+    assert "1 studies:" in caplog.text
+    # run again: the logged model is read back, not retrained, and the recording is the same
+    monkeypatch.setattr(studies, "_train_one", lambda *a: pytest.fail("retrained a logged run"))
+    caplog.clear()
+    assert studies.main(argv) == 0
+    assert "alibi seed 1 read from" in caplog.text
+    again = json.loads((out / "extrapolation_seeds.json").read_text())
+    assert again["rows"] == first["rows"]
