@@ -59,8 +59,9 @@ html_theme_options = {
     # The search field sits in the sidebar; no second one in a header bar.
     "navbar_persistent": [],
 }
-# One light theme: the widgets' and cards' styles are written for it.
-html_context = {"default_mode": "light"}
+# Light or dark as the reader's system asks (prefers-color-scheme); the theme's switch still
+# chooses. pecourse-book.css gives the saved widgets the theme's colours in the dark.
+html_context = {"default_mode": "auto"}
 html_sidebars = {"**": ["navbar-logo.html", "search-button-field.html", "sbt-sidebar-nav.html"]}
 
 

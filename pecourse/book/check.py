@@ -6,10 +6,11 @@ refused and reported, so a page that would reach a CDN fails the check even if i
 
 Per page: no console error, no uncaught exception, no failed or outside request; maths
 typeset (no raw ``$``/``$$``/``\\(`` left in the prose, no MathJax error); every image
-loaded; every saved widget rendered; a copy button on every code cell; on a chapter,
-previous/next links and a table of contents. Then what a reader does: move an explorer's
-slider and see its label change, press → on a slider and on a code block and stay on the
-page, flip a flashcard, search. Plus a static pass
+loaded; every saved widget rendered; a copy button on every code cell; no code cell that
+scrolls sideways on a 1366 px laptop screen (the viewport); on a chapter, previous/next links
+and a table of contents. Then what a reader does: move an explorer's slider and see its label
+change, press → on a slider and on a code block and stay on the page, switch the system to
+dark mode and see the page follow, flip a flashcard, search. Plus a static pass
 over every HTML file: each local link and asset it names exists, and none loads from a server.
 :func:`broken_maths_in` reads the staged Markdown before Sphinx does (the builder reports
 what it finds as warnings): maths that Markdown breaks apart never reaches MathJax whole.
@@ -35,7 +36,8 @@ CHROMIUM_ARGS = [
     "--allow-file-access-from-files",
 ]
 LOCAL_SCHEMES = ("file:", "data:", "blob:", "about:")
-VIEWPORT = {"width": 1280, "height": 900}
+# A common laptop screen: code cells must fit its text column without scrolling sideways.
+VIEWPORT = {"width": 1366, "height": 768}
 
 # Text a reader sees that should have become typeset maths.
 _RAW_MATH = re.compile(r"\$\$|(?<![\w\\$])\$(?=\S)[^$\n]{1,200}?(?<=\S)\$(?![\w$])|\\\(|\\\[")
@@ -235,7 +237,11 @@ def _check_page(page, url: str, report: PageReport) -> None:
         sections = page.locator("article h2").count()
         if sections and page.locator("nav.page-toc a").count() == 0:
             report.problems.append(f"no table of contents for the page's {sections} sections")
-    code_cells = page.locator(".cell_input pre").count()
+    wide, code_cells = _code_overflow(page)
+    if wide:
+        report.problems.append(
+            f"{wide} of {code_cells} code cells scroll sideways at {VIEWPORT['width']} px"
+        )
     buttons = page.locator(".cell_input button.copybtn").count()
     if buttons < code_cells:
         report.problems.append(
@@ -247,6 +253,71 @@ def _check_page(page, url: str, report: PageReport) -> None:
     )
     report.images = len(images)
     report.problems += [f"image did not load: {src}" for src, ok in images if not ok]
+
+
+def _code_overflow(page) -> tuple[int, int]:
+    """How many code cells are wider than their box (a reader scrolls them sideways), of all."""
+    return tuple(
+        page.evaluate(
+            """() => {
+              const cells = Array.from(document.querySelectorAll('.cell_input pre'));
+              const wide = cells.filter(e => e.scrollWidth > e.clientWidth + 1);
+              return [wide.length, cells.length];
+            }"""
+        )
+    )
+
+
+# The WCAG contrast ratio of the first widget label's text against the background it is drawn
+# on (the nearest ancestor with an opaque one); null without a widget label.
+_WIDGET_CONTRAST = """() => {
+  const label = document.querySelector('.widget-slider .widget-readout, .widget-label');
+  if (!label) return null;
+  const rgb = c => (c.match(/[0-9.]+/g) || []).map(Number);
+  const lum = ([r, g, b]) => [r, g, b].map(v => {
+      v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; })
+    .reduce((sum, v, i) => sum + v * [0.2126, 0.7152, 0.0722][i], 0);
+  let e = label, bg = null;
+  while (e && !bg) {
+    const c = rgb(getComputedStyle(e).backgroundColor);
+    if (c.length === 3 || (c.length === 4 && c[3] > 0.5)) bg = c.slice(0, 3);
+    e = e.parentElement;
+  }
+  const a = lum(rgb(getComputedStyle(label).color)), b = lum(bg || [255, 255, 255]);
+  return (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05);
+}"""
+
+
+def _dark_mode(page) -> str:
+    """Switch the system to dark mode and back; '' when the page follows both times."""
+    problems = []
+    try:
+        for scheme in ("dark", "light"):
+            page.emulate_media(color_scheme=scheme)
+            page.reload(wait_until="load")
+            theme = page.evaluate("() => document.documentElement.dataset.theme || ''")
+            background = page.evaluate(
+                """() => {
+                  const [r, g, b] = getComputedStyle(document.body).backgroundColor
+                      .match(/[0-9.]+/g).map(Number);
+                  return (0.2126 * r + 0.7152 * g + 0.0722 * b) / 255;
+                }"""
+            )
+            if theme != scheme or (background < 0.5) != (scheme == "dark"):
+                problems.append(
+                    f"with the system in {scheme} mode the page is {theme or 'unthemed'} "
+                    f"(background luminance {background:.2f})"
+                )
+            _settle(page)
+            contrast = page.evaluate(_WIDGET_CONTRAST)
+            if contrast is not None and contrast < 4.5:
+                problems.append(
+                    f"in {scheme} mode a widget's label has contrast {contrast:.1f} against "
+                    "its background (4.5 is WCAG's minimum for text)"
+                )
+    finally:
+        page.emulate_media(color_scheme="light")
+    return "; ".join(problems)
 
 
 def _move_slider(page) -> str:
@@ -444,6 +515,7 @@ def check_book(
                 shots += _screenshots(page, Path(screenshots), Path(explorer).stem)
             interactions[what] = _move_slider(page)
             interactions["press → on a slider and a code block"] = _arrow_keys(page)
+            interactions["follow the system's dark mode"] = _dark_mode(page)
             if report.problems:
                 reports.append(report)
         else:
@@ -482,7 +554,7 @@ def check_book(
 
 
 def _screenshots(page, folder: Path, stem: str) -> list[Path]:
-    """The top of the page and its first explorer, as a reader at 1280x900 sees them."""
+    """The top of the page and its first explorer, as a reader at 1366x768 sees them."""
     folder.mkdir(parents=True, exist_ok=True)
     top, widget = folder / f"{stem}-top.png", folder / f"{stem}-explorer.png"
     page.evaluate("() => window.scrollTo(0, 0)")

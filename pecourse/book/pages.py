@@ -14,6 +14,9 @@ applies them to copies in the staging folder (the committed notebooks are never 
   the note says why.
   The flashcard quiz (which needs Python and a progress database) gives way to a link to the
   chapter's flashcard page.
+- **The reader's machine, not ours.** A cell that reports the computer it runs on
+  (``pecourse.info``: versions, paths, CPU) loses its saved output, which describes the machine
+  the notebook was executed on; a note says how to see the reader's own.
 - **Exercises** are the student notebooks of ``exercises/``: the book refuses one that still
   holds a solution or hidden tests.
 """
@@ -39,6 +42,8 @@ PRIVATE_MARKERS = ("### BEGIN SOLUTION", "### BEGIN HIDDEN TESTS")
 _FENCE = re.compile(r"^(```|~~~).*?^\1[ \t]*$", re.M | re.S)
 _LINK = re.compile(r'(!?)\[([^\]\n]*)\]\(([^()\s]+)((?:\s+"[^"]*")?)\)')
 _CODE_SPAN = re.compile(r"(?<!`)(`+)(?!`)([^`\n]+?)(?<!`)\1(?!`)")
+# Cells whose output describes the machine that ran them (chapter 00's "Is everything installed?").
+_MACHINE_REPORT = re.compile(r"\bpecourse\.info\b|\bpecourse\s+info\b")
 _QUIZ = re.compile(r"\bfrom\s+pecourse\.flashcards\s+import\s+[^\n]*\bquiz\b|\bquiz\s*\(")
 
 
@@ -226,6 +231,12 @@ NEEDS_PYTHON = (
     "controls is the one saved with the notebook, for the starting values. Open the chapter "
     "in JupyterLab (`make lab`) to explore it.",
 )
+YOUR_MACHINE = (
+    "Run it to see your machine",
+    "What this cell prints describes the computer it runs on: versions, paths, processor. The "
+    "book does not show the one the notebook was saved on; in JupyterLab (`make lab`) it shows "
+    "yours.",
+)
 NO_STATE = (
     "The explorer below needs Python",
     "The notebook was saved without this widget's state, so the book cannot show it. Open the "
@@ -252,6 +263,10 @@ def prepare_notebook(
             data = out.get("data", {})
             if "text/markdown" in data:
                 data["text/markdown"] = rewrite_markdown(_text(data["text/markdown"]), site, here)
+        if _MACHINE_REPORT.search(source):
+            cell["outputs"] = []
+            cells.append(_note(*YOUR_MACHINE, "tip"))
+            continue
         views = _widget_views(cell)
         if not views:
             continue

@@ -56,6 +56,7 @@ def test_the_book_in_a_browser(tmp_path):
     assert set(report.interactions) == {
         "move an explorer's slider",
         "press → on a slider and a code block",
+        "follow the system's dark mode",
         "flip a flashcard",
         "search 'ALiBi'",
     }
@@ -83,6 +84,41 @@ def test_the_check_fails_a_page_that_reaches_out_or_shows_raw_maths(tmp_path):
     assert "broken link index.html: missing.png" in problems
     assert "no page with a slider" in problems
     assert not report.ok
+
+
+@pytest.mark.slow
+def test_chapters_08_and_14_read_on_a_laptop_screen(tmp_path):
+    # Slow (about 60 s): builds two long chapters and opens them at 1366 px. Each has 25 code
+    # cells; before they wrapped, the review found most of them scrolling sideways.
+    _require_browser()
+    result = builder.build(tmp_path / "book", chapters=[8, 14])
+    assert result.warnings == ()
+    names = ["notebooks/08_rope.html", "notebooks/14_rope_scaling.html"]
+    with check.OfflineBrowser() as browser:
+        for name in names:
+            report = browser.check(result.out / name, check.PageReport(name))
+            assert report.problems == [], report.problems  # overflow included
+            wide, cells = check._code_overflow(browser.page)
+            assert wide == 0 and cells >= 20, (name, wide, cells)
+        assert check._dark_mode(browser.page) == ""
+        # the start page shows no output of the machine the notebooks were executed on
+        start = (result.out / "notebooks" / "00_start_here.html").read_text(encoding="utf-8")
+        assert str(course.REPO_ROOT) not in start and "/.venv/bin/python" not in start
+        assert pages.YOUR_MACHINE[0] in start
+
+
+def test_the_check_fails_code_that_scrolls_sideways_and_a_page_without_dark_mode(tmp_path):
+    _require_browser()
+    line = "x = " + " + ".join(f"value_{i}" for i in range(60))
+    (tmp_path / "page.html").write_text(
+        "<html><body><main><div class='cell_input'><pre style='overflow:auto'>"
+        f"{line}</pre></div></main></body></html>"
+    )
+    with check.OfflineBrowser() as browser:
+        report = browser.check(tmp_path / "page.html", check.PageReport("page.html"))
+        assert "1 of 1 code cells scroll sideways at 1366 px" in report.problems
+        problem = check._dark_mode(browser.page)
+    assert "with the system in dark mode the page is unthemed" in problem
 
 
 # What Sphinx's doctools.js does with navigation_with_keys on: → anywhere but a form field

@@ -164,7 +164,22 @@ def test_committed_chapters_in_the_book(path):
             assert not pages._widget_views(cell)
             assert f"](../flashcards/{path.stem}.md)" in cells[i + 1]["source"]
             added += 1
+        if "pecourse.info" in source:  # the machine that ran it: not shown
+            assert cell["outputs"] == [] and pages.YOUR_MACHINE[0] in cells[i + 1]["source"]
+            added += 1
     assert added and len(cells) == len(original["cells"]) + added
+    # nothing of the machine the notebook was executed on: its paths, its host's CPU
+    shown = json.dumps([c.get("outputs", []) for c in cells])
+    assert str(ROOT) not in shown and "/.venv/" not in shown
+
+
+def test_the_start_pages_machine_report_is_not_shown():
+    original = _read(ROOT / "notebooks" / "00_start_here.ipynb")
+    saved = [c for c in original["cells"] if "format_report(report())" in pages._text(c["source"])]
+    assert len(saved) == 1 and "torch" in json.dumps(saved[0]["outputs"])  # what it would show
+    nb = pages.prepare_notebook(original, site(), "notebooks")
+    shown = json.dumps([c.get("outputs", []) for c in nb["cells"]])
+    assert "torch " not in shown and "platform" not in shown
 
 
 def test_a_widget_without_saved_state_is_replaced_by_a_note():
