@@ -64,7 +64,8 @@ def _readme_size() -> float:
 
 @pytest.mark.slow
 def test_a_learners_install_has_the_course_and_none_of_the_tools(tmp_path):
-    # Slow (about 1 minute with a warm uv cache): installs the course and torch twice over.
+    # Slow (2 minutes with a warm uv cache on a quiet machine, 6 on a loaded one): a fresh
+    # environment with torch and JupyterLab, then nbgrader on top.
     if shutil.which("du") is None or shutil.which("make") is None:
         pytest.skip("needs make and du")
     venv = tmp_path / "learner"
@@ -84,11 +85,21 @@ def test_a_learners_install_has_the_course_and_none_of_the_tools(tmp_path):
     )
     assert check.returncode == 0, check.stderr
 
-    size = _size_bytes(venv)
-    stated = _readme_size()
-    assert 0.75 * stated <= size <= 1.25 * stated, (
-        f"a learner's environment holds {size / 1e9:.2f} GB; README.md says {stated / 1e9:.2f} GB"
-    )
+    # The README states the size with the CPU build of torch; a machine whose index resolves
+    # PyPI's CUDA build (TORCH_INDEX=default here) cannot compare it.
+    cuda = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", "import torch; print(torch.version.cuda or '')"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    if not cuda:
+        size = _size_bytes(venv)
+        stated = _readme_size()
+        assert 0.75 * stated <= size <= 1.25 * stated, (
+            f"a learner's environment holds {size / 1e9:.2f} GB; "
+            f"README.md says {stated / 1e9:.2f} GB"
+        )
 
     # nothing to install the second time, well under the time an install takes
     start = time.monotonic()
