@@ -9,13 +9,12 @@ optimiser step) on the same batches (drawn once from the recipe's data, then cyc
 AdamW of the same hyper-parameters and parameter groups; they differ in the network and in
 the AdamW implementation:
 
-- ``pecourse train step``: the step as :func:`pecourse.train.train` runs it for a run long
-  enough to compile (``compile="auto"`` and at least ``COMPILE_MIN_TOKENS`` tokens, or
-  ``compile="yes"``): the model under ``torch.compile``, checked against the eager model on
-  this machine first (:func:`pecourse.train.prepare_network`), and the course's optimiser
-  (:func:`pecourse.train.make_optimizer`, fused AdamW);
-- ``pecourse train step, eager``: the same step without compilation, as the shipped recipes
-  (under a million tokens each) run;
+- ``pecourse train step``: the step as :func:`pecourse.train.train` runs the recipe: the
+  eager model and the course's optimiser (:func:`pecourse.train.make_optimizer`, fused
+  AdamW);
+- ``pecourse train step, compiled``: the same with ``compile="yes"``: the model under
+  ``torch.compile``, checked against the eager model on this machine first
+  (:func:`pecourse.train.prepare_network`);
 - ``torch.compile(TinyGPT)``: the same model wrapped by ``torch.compile`` with torch's
   default AdamW, as a user would write it;
 - ``nn.TransformerEncoder``: torch's layers of the same size (``d_model``, heads, layers,
@@ -58,7 +57,7 @@ from pecourse.model import ModelConfig, TinyGPT  # noqa: E402
 from pecourse.train import RECIPES, TrainConfig, make_optimizer, train_step  # noqa: E402
 
 MAIN = "pecourse train step"
-EAGER = "pecourse train step, eager"
+COURSE_COMPILED = "pecourse train step, compiled"
 COMPILED = "torch.compile(TinyGPT)"
 ENCODER = "nn.TransformerEncoder"
 BASELINES = (COMPILED, ENCODER)
@@ -147,30 +146,37 @@ def run(recipe: str, *, rounds: int, min_run_time: float, threads: int, quick: b
     tokens = cfg.batch_size * mc.train_len
 
     torch.manual_seed(0)
-    models = {MAIN: TinyGPT(mc), EAGER: TinyGPT(mc), COMPILED: TinyGPT(mc), ENCODER: EncoderLM(mc)}
-    for name in (EAGER, COMPILED):
+    models = {
+        MAIN: TinyGPT(mc),
+        COURSE_COMPILED: TinyGPT(mc),
+        COMPILED: TinyGPT(mc),
+        ENCODER: EncoderLM(mc),
+    }
+    for name in (COURSE_COMPILED, COMPILED):
         models[name].load_state_dict(models[MAIN].state_dict())  # same start
     for m in models.values():
         m.train()
-    # The course's model first, on a cold inductor cache: its check and first step are what
-    # compiling costs a run (the baseline, compiled next, reuses what this compile cached).
+    # The course's compiled model first, on a cold inductor cache: its check and first step
+    # are what compiling costs a run (the baseline, compiled next, reuses what this compile cached).
     first_step_s, fns = {}, {}
     start = time.perf_counter()
-    main_net, compiled = train_mod.prepare_network(
-        models[MAIN], replace(cfg, compile="yes"), batches[0]
+    course_net, compiled = train_mod.prepare_network(
+        models[COURSE_COMPILED], replace(cfg, compile="yes"), batches[0]
     )
     if not compiled:
         raise RuntimeError("the course's compiled model failed its check on this machine")
-    fns[MAIN] = _stepper(main_net, make_optimizer(models[MAIN], cfg), cfg, batches)
-    fns[MAIN]()
-    first_step_s[MAIN] = time.perf_counter() - start
+    fns[COURSE_COMPILED] = _stepper(
+        course_net, make_optimizer(models[COURSE_COMPILED], cfg), cfg, batches
+    )
+    fns[COURSE_COMPILED]()
+    first_step_s[COURSE_COMPILED] = time.perf_counter() - start
     compiled_baseline = torch.compile(models[COMPILED])
     # checked like the course's: both models still hold the same weights
-    compile_error = _agreement(compiled_baseline, models[EAGER], batches[0])
+    compile_error = _agreement(compiled_baseline, models[MAIN], batches[0])
     if not compile_error < 1e-4:
         raise RuntimeError(f"torch.compile(TinyGPT) disagrees with eager by {compile_error:.3g}")
     setups = {
-        EAGER: (models[EAGER], make_optimizer(models[EAGER], cfg)),
+        MAIN: (models[MAIN], make_optimizer(models[MAIN], cfg)),
         COMPILED: (compiled_baseline, torch_adamw(models[COMPILED], cfg)),
         ENCODER: (models[ENCODER], torch_adamw(models[ENCODER], cfg)),
     }
@@ -179,7 +185,7 @@ def run(recipe: str, *, rounds: int, min_run_time: float, threads: int, quick: b
         start = time.perf_counter()
         fns[name]()
         first_step_s[name] = time.perf_counter() - start
-    fns = {name: fns[name] for name in (MAIN, EAGER, COMPILED, ENCODER)}
+    fns = {name: fns[name] for name in (MAIN, COURSE_COMPILED, COMPILED, ENCODER)}
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", timing.LoadWarning)
         res = timing.compare(
@@ -239,14 +245,12 @@ def run(recipe: str, *, rounds: int, min_run_time: float, threads: int, quick: b
     }
     print(f"\ntargets: {targets}")
     # What compiling costs once and saves a step: how many steps repay it (this run's cache)
-    saved = by[EAGER]["median_ms"] - by[MAIN]["median_ms"]
-    cost = by[MAIN]["first_step_s"] - by[EAGER]["first_step_s"]
+    saved = by[MAIN]["median_ms"] - by[COURSE_COMPILED]["median_ms"]
+    cost = by[COURSE_COMPILED]["first_step_s"] - by[MAIN]["first_step_s"]
     break_even = cost / (saved / 1e3) if saved > 0 else None
     print(
         f"compiling cost {cost:.1f} s once and saves {saved:.2f} ms a step: "
         + (f"repaid after {break_even:.0f} steps" if break_even else "never repaid")
-        + f" ({train_mod.COMPILE_MIN_TOKENS / tokens:.0f} steps of this size reach "
-        "COMPILE_MIN_TOKENS)"
     )
     return {
         "recipe": recipe,
@@ -260,7 +264,6 @@ def run(recipe: str, *, rounds: int, min_run_time: float, threads: int, quick: b
         "compile_cost_s": cost,
         "compile_saves_ms_per_step": saved,
         "compile_break_even_steps": break_even,
-        "compile_min_tokens": train_mod.COMPILE_MIN_TOKENS,
         "load_warnings": [str(w.message) for w in caught],
         "targets": targets,
     }

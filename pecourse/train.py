@@ -46,7 +46,6 @@ __all__ = [
     "make_optimizer",
     "prepare_network",
     "wants_compile",
-    "COMPILE_MIN_TOKENS",
     "bos_window",
     "RECIPES",
     "train_recipe",
@@ -56,13 +55,7 @@ __all__ = [
 
 DATA = ("text", "text+passkey", "text+bos", *TASKS)
 AUGMENT = ("none", "randomized", "pose")
-COMPILE = ("auto", "yes", "no")
-
-#: ``compile="auto"`` compiles runs of at least this many training tokens (steps x batch x
-#: length). ``benchmarks/train_cpu.py`` measures what compilation buys a step; its one-off
-#: cost (tens of seconds on two cores with an empty inductor cache) is only repaid by runs
-#: this long. The shipped recipes (at most 2,500 x 16 x 64 = 2.6 M tokens) run eagerly.
-COMPILE_MIN_TOKENS = 4_000_000
+COMPILE = ("no", "yes")
 
 
 @dataclass
@@ -76,11 +69,11 @@ class TrainConfig:
     :data:`pecourse.data.TASKS` (loss on the answers only; ``task_options`` go to its
     generator). ``augment`` draws position ids spanning ``augment_len``. ``init_from``
     names a checkpoint (or path) to continue from. ``threads`` is torch's intra-op thread
-    count; results are bit-identical only for the same count. ``compile`` runs the model
-    under ``torch.compile`` (``"yes"``), eagerly (``"no"``), or compiled only for runs of at
-    least :data:`COMPILE_MIN_TOKENS` tokens (``"auto"``); a compiled model is used only once
-    it has matched the eager one on this machine (:func:`prepare_network`). Compiled and
-    eager steps agree to float rounding, not bit for bit.
+    count; results are bit-identical only for the same count. ``compile="yes"`` runs the
+    model under ``torch.compile``, once it has matched the eager model on this machine
+    (:func:`prepare_network`); compiled and eager steps agree to float rounding, not bit for
+    bit. It is off by default: on two busy cores ``benchmarks/train_cpu.py`` measured a cold
+    compile at one to six minutes, which a shipped recipe's 800 steps never repay.
     """
 
     steps: int = 800
@@ -100,7 +93,7 @@ class TrainConfig:
     init_from: str | None = None
     log_every: int = 20
     threads: int = 1
-    compile: str = "auto"
+    compile: str = "no"
 
     def __post_init__(self):
         check_int("steps", self.steps, minimum=0)
@@ -205,18 +198,16 @@ def make_optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.AdamW:
     )
 
 
-def wants_compile(cfg: TrainConfig, train_len: int, *, world_size: int = 1) -> bool:
+def wants_compile(cfg: TrainConfig, *, world_size: int = 1) -> bool:
     """Whether :func:`train` compiles the model for this run (before the check on this
-    machine, which may still refuse it): never under DDP; else as ``cfg.compile`` says."""
-    if world_size > 1 or cfg.compile == "no":
-        return False
-    return cfg.compile == "yes" or cfg.steps * cfg.batch_size * train_len >= COMPILE_MIN_TOKENS
+    machine, which may still refuse it): as ``cfg.compile`` says, but never under DDP."""
+    return cfg.compile == "yes" and world_size == 1
 
 
 def prepare_network(model: nn.Module, cfg: TrainConfig, sample=None, *, world_size: int = 1):
     """The network :func:`train` runs its steps through, and whether it is compiled.
 
-    Under DDP (``world_size > 1``) the model wrapped by DDP; where :func:`wants_compile`,
+    Under DDP (``world_size > 1``) the model wrapped by DDP; with ``cfg.compile="yes"``,
     ``torch.compile(model)`` once it has agreed with the eager model on ``sample`` (a batch
     ``(inputs, targets, answer, positions)``): the same loss and gradients from the same
     weights, to float32 rounding. Inductor writes C++ for the CPU in hand, so the check runs
@@ -227,7 +218,7 @@ def prepare_network(model: nn.Module, cfg: TrainConfig, sample=None, *, world_si
     """
     if world_size > 1:
         return nn.parallel.DistributedDataParallel(model), False
-    if not wants_compile(cfg, model.config.train_len, world_size=world_size):
+    if not wants_compile(cfg, world_size=world_size):
         return model, False
     if sample is None:
         raise ValueError("sample must be a batch (inputs, targets, answer, positions) to compile")
@@ -343,7 +334,7 @@ def _train(
     model.train()
     g = torch.Generator().manual_seed(cfg.seed * 1000 + rank + 1)  # each rank its own data
     sample = None
-    if wants_compile(cfg, model_config.train_len, world_size=world):
+    if wants_compile(cfg, world_size=world):
         # The compile check's batch comes from a generator of its own: the run's batches
         # are the same whether it compiles or not.
         probe = torch.Generator().manual_seed(cfg.seed * 1000 + rank + 1)
@@ -560,7 +551,7 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
         "--compile",
         choices=COMPILE,
         default=None,
-        help="torch.compile the model: auto (runs of >= COMPILE_MIN_TOKENS tokens), yes, no",
+        help="torch.compile the model, checked against eager first (default: no)",
     )
     p.add_argument(
         "--out", default=None, help="checkpoint path without suffix (or a folder with --all)"

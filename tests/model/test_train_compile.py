@@ -8,14 +8,7 @@ from pecourse import train as train_mod
 from pecourse.kernels import verify
 from pecourse.kernels.verify import CompiledPathWarning
 from pecourse.model import ModelConfig, TinyGPT
-from pecourse.train import (
-    COMPILE_MIN_TOKENS,
-    RECIPES,
-    TrainConfig,
-    prepare_network,
-    train,
-    wants_compile,
-)
+from pecourse.train import RECIPES, TrainConfig, prepare_network, train, wants_compile
 
 SMALL = dict(d_model=32, n_layers=2, n_heads=4, train_len=32)
 PATH = "train.compiled_model"
@@ -36,19 +29,14 @@ def _run(compile, plan="rope", **kw):
     return train(ModelConfig(plan=plan, **SMALL), cfg, progress=False, evaluate=False)
 
 
-def test_the_compile_option_is_checked_and_the_rule_is_the_documented_one():
+def test_the_compile_option_is_checked_and_off_by_default():
     with pytest.raises(ValueError, match="compile"):
         TrainConfig(compile="maybe")
-    tokens = COMPILE_MIN_TOKENS
-    assert wants_compile(TrainConfig(steps=tokens // 64, batch_size=1), 64)
-    assert not wants_compile(TrainConfig(steps=tokens // 64 - 1, batch_size=1), 64)
-    assert wants_compile(TrainConfig(steps=1, compile="yes"), 64)
-    assert not wants_compile(TrainConfig(steps=10**9, compile="no"), 64)
-    assert not wants_compile(TrainConfig(compile="yes"), 64, world_size=2)  # DDP: eager
-    # The shipped recipes are short enough to run eagerly (train.py says so).
-    for name, recipe in RECIPES.items():
-        train_len = ModelConfig.from_dict(recipe["model"]).train_len
-        assert not wants_compile(TrainConfig.from_dict(recipe["train"]), train_len), name
+    assert wants_compile(TrainConfig(steps=1, compile="yes"))
+    assert not wants_compile(TrainConfig(steps=10**9))  # however long the run
+    assert not wants_compile(TrainConfig(compile="yes"), world_size=2)  # DDP: eager
+    for name, recipe in RECIPES.items():  # the shipped recipes train eagerly
+        assert not wants_compile(TrainConfig.from_dict(recipe["train"])), name
 
 
 @pytest.mark.slow
@@ -130,10 +118,10 @@ def test_the_command_line_passes_compile_on(monkeypatch, capsys):
         return None, {"steps": 0, "seconds": 0.0, "world_size": 1, "loss_curve": []}
 
     monkeypatch.setattr(train_mod, "train", fake_train)
-    assert train_mod.main(["--steps", "1", "--compile", "no", "--no-progress"]) == 0
-    assert seen[-1].compile == "no"
+    assert train_mod.main(["--steps", "1", "--compile", "yes", "--no-progress"]) == 0
+    assert seen[-1].compile == "yes"
     assert train_mod.main(["--steps", "1", "--no-progress"]) == 0
-    assert seen[-1].compile == "auto"  # the default
+    assert seen[-1].compile == "no"  # the default
     with pytest.raises(SystemExit):
         train_mod.main(["--compile", "maybe"])
     assert "--compile" in capsys.readouterr().err
