@@ -93,15 +93,17 @@ checkpoints: setup
 # their own seeds take about 115 CPU minutes more; needle_seeds about 20, retrieval_seeds and
 # extension_seeds about 14 each, sliding_seeds about 10, augmentation_seeds about 8) and the
 # base-crossing run of chapter 16.
+# Each study draws a bar over its models and logs each finished one with its CPU time, then its
+# own total and the total of all; an interrupted run resumes from build/results-log/.
 # A test compares each recording's checkpoint hashes with the shipped files.
 results: setup
 	$(BIN)/python -m pecourse.experiments run --save
-	$(BIN)/python -m pecourse.studies run $(STUDIES)
+	$(BIN)/python -m pecourse.studies run $(STUDIES) --log-dir build/results-log
 	$(BIN)/python -m pecourse.base_crossing
 
 STUDIES := cope_counting text_extrapolation imposed_windows windowed_passkey grid_width_transfer \
 	cope_selective_copy nope_anchor counting_length_generalisation extrapolation_seeds \
-	retrieval_seeds augmentation_seeds extension_seeds needle_seeds sliding_seeds
+	retrieval_seeds augmentation_seeds extension_seeds needle_seeds sliding_seeds context_use
 
 # The course as a static website in build/book/ (open build/book/index.html; it works from
 # file:// with no network). Renders the committed notebooks as they are, never re-executes

@@ -5,7 +5,8 @@ r"""Measuring what a trained tiny model does with position.
   or with a sliding window that scores only the last ``stride`` tokens of each window
   (their appendix B: every scored token then has a long context, yet the model may not use it).
 * :func:`loss_by_position` — mean loss at each position of a window;
-  :func:`context_used` — how far back a model's loss still falls, with intervals.
+  :func:`context_used` — how much context a model uses: the same characters scored with
+  doubling amounts of context (:func:`context_losses`), the farthest doubling that helps.
 * :func:`needle_accuracy` — passkey retrieval accuracy by needle distance;
   :func:`effective_context_length` — the longest distance at which it stays above a threshold.
 * :func:`multikey_outcomes` — the same among distractor needles (:func:`pecourse.data.multikey_batch`);
@@ -56,7 +57,7 @@ __all__ = [
     "window_losses",
     "perplexity_interval",
     "band_losses",
-    "doubling_bands",
+    "context_losses",
     "context_used",
     "needle_outcomes",
     "multikey_length",
@@ -308,57 +309,75 @@ def band_losses(losses: torch.Tensor, bands, *, level: float = LEVEL) -> dict:
     return out
 
 
-def doubling_bands(length: int) -> list[tuple[int, int]]:
-    """Position bands ``(0, 1), (1, 2), (2, 4), …, (length/2, length)`` of a window: each
-    band's characters see at least twice the context of the band before it."""
-    length = check_int("length", length, minimum=2)
-    edges = [0, 1]
-    while edges[-1] * 2 < length:
-        edges.append(edges[-1] * 2)
-    edges.append(length)
-    return list(zip(edges, edges[1:]))
+def context_losses(model, length: int | None = None, *, tokens: int = EVAL_TOKENS) -> dict:
+    r"""The loss of the same characters seen with doubling amounts of context.
 
-
-def context_used(losses: torch.Tensor, *, level: float = LEVEL) -> dict:
-    r"""How much context a model uses, read off its loss by position at its training length.
-
-    ``losses``: :func:`window_losses` rows ``[windows, length]`` of non-overlapping windows
-    of the model's training length. The positions are cut into :func:`doubling_bands`; a
-    character in band ``(a, b)`` sees ``a`` to ``b - 1`` characters before it. For each band
-    after the first, the *drop* is the band before it minus this band, per window (the
-    window is the bootstrap unit), with a percentile-bootstrap interval. A band whose whole
-    interval lies above zero predicts better than the band before it: the model uses the
-    extra context. ``context_used`` is the start ``a`` of the farthest such band (the model
-    is shown to gain from ``a`` characters of context), ``0`` when no band falls.
-
-    Returns ``{"context_used", "bands": {"a-b": {loss, ci95}}, "drops": {"a-b": {loss,
-    ci95}}, "windows"}``. Only a fall beyond the interval counts, so more evaluation text
-    can only raise ``context_used``; a flat curve says the model gains nothing *measurable*
-    from more context, not that it reads none.
+    ``{c: losses [tokens]}`` for ``c = 1, 2, 4, …, length/2`` (``length``: default the model's
+    training length, at most :data:`SLIDING_START`): entry ``c`` scores every character with
+    ``c`` to ``2c - 1`` characters of context before it (sliding windows of ``2c`` every ``c``
+    characters, :func:`window_losses`' sliding mode), and the characters are the same
+    ``tokens`` validation characters for every ``c``. Cutting the context of the very same
+    predictions, as Khandelwal et al. (2018, arXiv:1805.04623, §4) do, is what lets a gain of
+    a thousandth of a nat show: loss by position mixes context with which text sits there.
     """
-    losses = torch.as_tensor(losses, dtype=torch.float64)
-    if losses.ndim != 2 or losses.shape[1] < 2 or losses.shape[0] < 2:
-        raise ValueError(
-            f"losses must be [windows >= 2, length >= 2] window losses, got {tuple(losses.shape)}"
+    _check_model(model)
+    length = check_int(
+        "length",
+        model.config.train_len if length is None else length,
+        minimum=2,
+        maximum=SLIDING_START,
+    )
+    out, c = {}, 1
+    while 2 * c <= length:
+        rows = window_losses(
+            model, 2 * c, mode="sliding", stride=c, tokens=tokens, batch_size=max(16, 2048 // c)
         )
-    bands = doubling_bands(losses.shape[1])
-    means = [losses[:, a:b].mean(1) for a, b in bands]
-    drops, used = {}, 0
-    for (a, b), before, here in zip(bands[1:], means, means[1:]):
-        drop = before - here
-        lo, hi = bootstrap_interval(drop, level=level)
-        drops[f"{a}-{b}"] = {
-            "loss": round(float(drop.mean()), 4),
+        out[c] = rows.flatten()
+        c *= 2
+    return out
+
+
+def context_used(losses: dict, *, block: int = 256, level: float = LEVEL) -> dict:
+    r"""How much context a model uses: the farthest doubling of its context that still helps.
+
+    ``losses``: :func:`context_losses` (``{c: [tokens]}``, the same characters for every
+    ``c``). For each ``c`` after the first, the *gain* is the loss with ``c/2`` to ``c - 1``
+    characters of context minus the loss with ``c`` to ``2c - 1``, on the same characters,
+    with a percentile-bootstrap interval over blocks of ``block`` consecutive characters.
+    ``context_used`` is the largest ``c`` whose gain lies wholly above zero: the model predicts
+    better when it sees at least ``c`` characters than when it sees fewer (``0`` when no
+    doubling helps). Only a gain beyond the interval counts, so a flat reading says the model
+    gains nothing *measurable* on this text from more context, not that it reads none.
+
+    Returns ``{"context_used", "loss": {"c-(2c-1)": {loss, ci95}}, "gain": {"c": {loss,
+    ci95}}, "tokens", "blocks"}``.
+    """
+    if not isinstance(losses, dict) or len(losses) < 2:
+        raise ValueError("losses must map at least two context sizes to character losses")
+    contexts = sorted(losses)
+    rows = [torch.as_tensor(losses[c], dtype=torch.float64).flatten() for c in contexts]
+    n = rows[0].numel()
+    block = check_int("block", block, minimum=1)
+    if any(r.numel() != n for r in rows) or n < 2 * block:
+        raise ValueError(
+            f"losses must score the same characters at every context (at least 2 blocks of "
+            f"{block}), got {[r.numel() for r in rows]}"
+        )
+    blocks = [r[: n - n % block].reshape(-1, block).mean(1) for r in rows]
+    loss, gain, used = {}, {}, 0
+    for c, b in zip(contexts, blocks):
+        lo, hi = bootstrap_interval(b, level=level)
+        loss[f"{c}-{2 * c - 1}"] = {
+            "loss": round(float(b.mean()), 4),
             "ci95": [round(lo, 4), round(hi, 4)],
         }
+    for c, before, here in zip(contexts[1:], blocks, blocks[1:]):
+        drop = before - here
+        lo, hi = bootstrap_interval(drop, level=level)
+        gain[str(c)] = {"loss": round(float(drop.mean()), 4), "ci95": [round(lo, 4), round(hi, 4)]}
         if lo > 0:
-            used = a
-    return {
-        "context_used": used,
-        "bands": band_losses(losses, bands, level=level),
-        "drops": drops,
-        "windows": losses.shape[0],
-    }
+            used = c
+    return {"context_used": used, "loss": loss, "gain": gain, "tokens": n, "blocks": len(blocks[0])}
 
 
 @torch.no_grad()

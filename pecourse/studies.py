@@ -1001,16 +1001,27 @@ def _kept(store: Path, name: str, seed: int, steps) -> Path:
 
 def _train_seed(name: str, seed: int, steps, store: Path):
     """Train recipe ``name`` with ``seed`` (and ``steps``), a continued recipe from this
-    seed's run of its parent; keep the weights in ``store``; return ``(model, curve)``."""
-    from .model import save_checkpoint
+    seed's run of its parent; keep the weights in ``store``; return ``(model, curve)``.
+    Weights already kept there for the same recipe options are read instead of retrained."""
+    from .model import load_checkpoint, save_checkpoint
     from .train import RECIPES
 
     recipe = RECIPES[name]
     train = {**recipe["train"], "seed": seed, **({"steps": steps} if steps else {})}
     if train.get("init_from"):
         train["init_from"] = _parent(train["init_from"], seed, steps, store)
+    path = _kept(store, name, seed, steps)
+    if path.with_suffix(".safetensors").exists():  # trained before, measured or not
+        model = load_checkpoint(path)
+        kept = model.checkpoint
+        if (
+            kept.get("train") == train
+            and kept["config"] == ModelConfig(**recipe["model"]).to_dict()
+        ):
+            logger.info("%s seed %d: weights read from %s", name, seed, path)
+            return model, kept["loss_curve"]
     model, curve, _ = _train_one(recipe["model"], train)
-    save_checkpoint(model, _kept(store, name, seed, steps), loss_curve=curve)
+    save_checkpoint(model, path, loss_curve=curve, train=train)
     return model, curve
 
 
@@ -1186,7 +1197,7 @@ def sliding_seeds(
 
 #: The text models whose context use :func:`context_use` measures: the 64-character regime
 #: most chapters' text claims were first made on, and the long-window regime.
-CONTEXT_MODELS = ("rope", "alibi")
+CONTEXT_MODELS = ("rope", "alibi", "rope_long")
 
 
 def context_use(
@@ -1199,15 +1210,15 @@ def context_use(
 ) -> dict:
     r"""How much of its window each text model uses, at its training length, over seeds.
 
-    Every recipe of ``names`` is trained with each seed (seed 0 is the shipped checkpoint)
-    and scored on ``tokens`` validation characters cut into windows of *its own* training
-    length; :func:`pecourse.evaluate.context_used` reads off the loss of doubling position
-    bands and the farthest band whose loss still falls below the band before it, beyond
-    the bootstrap interval. A claim that a model reads text ``n`` characters back stands only
-    on a model whose ``context_used`` reaches ``n`` at every seed (the summary's ``min``).
-    ``steps`` and ``log`` as in :func:`extrapolation_seeds`.
+    Every recipe of ``names`` is trained with each seed (seed 0 is the shipped checkpoint);
+    the same ``tokens`` validation characters are scored with doubling amounts of context up
+    to the model's own training length (:func:`pecourse.evaluate.context_losses`), and
+    :func:`pecourse.evaluate.context_used` reads off the farthest doubling whose gain lies
+    beyond its bootstrap interval. A claim that a model reads text ``n`` characters back
+    stands only on a model whose ``context_used`` reaches ``n`` at every seed (the summary's
+    ``min``). ``steps`` and ``log`` as in :func:`extrapolation_seeds`.
     """
-    from .evaluate import context_used, window_losses
+    from .evaluate import context_losses, context_used
     from .train import RECIPES
 
     seeds = _check_seeds(seeds)
@@ -1218,17 +1229,16 @@ def context_use(
 
     def measure(model, name):
         n = model.config.train_len
-        return {"train_len": n, **context_used(window_losses(model, n, tokens=tokens))}
+        return {"train_len": n, **context_used(context_losses(model, n, tokens=tokens))}
 
     key = {"study": "context_use", "tokens": tokens, "steps": steps}
     runs = _seeded_runs(names, seeds, steps=steps, key=key, log=log, measure=measure)
     summary = {}
     for name in names:
         mine = [r for r in runs if r["model"] == name]
-        bands = mine[0]["bands"]
         summary[name] = {
             "context_used": _spread([r["context_used"] for r in mine]),
-            "bands": {b: _spread([r["bands"][b]["loss"] for r in mine]) for b in bands},
+            "gain": {c: _spread([r["gain"][c]["loss"] for r in mine]) for c in mine[0]["gain"]},
         }
     return {
         "name": "context_use",
@@ -1239,12 +1249,15 @@ def context_use(
                 n: {**RECIPES[n]["train"], **({"steps": steps} if steps else {})} for n in names
             },
             "seed_0": "the shipped checkpoint (same recipe and seed); other seeds trained here",
-            "mode": "nonoverlapping windows of each model's own training length",
+            "mode": (
+                "the same eval_tokens characters scored with c to 2c-1 characters of context "
+                "(sliding windows of 2c every c), c = 1, 2, 4, ... up to half the training length"
+            ),
             "eval_tokens": tokens,
-            "bands": "doubling position bands 0-1, 1-2, 2-4, ... up to the training length",
             "context_used": (
-                "start of the farthest band whose loss is below the band before it by more "
-                "than the interval (drop per window, percentile bootstrap over windows)"
+                "the largest c whose gain (loss with c/2..c-1 characters minus loss with "
+                "c..2c-1, same characters) has its interval above zero; percentile bootstrap "
+                "over blocks of 256 consecutive characters, 2000 resamples"
             ),
         },
         "eval_tokens": tokens,

@@ -735,3 +735,18 @@ def test_the_studies_command_logs_cpu_time_and_resumes_from_its_log_dir(
     assert "alibi seed 1 read from" in caplog.text
     again = json.loads((out / "extrapolation_seeds.json").read_text())
     assert again["rows"] == first["rows"]
+
+
+def test_context_use_scores_each_model_at_its_own_training_length(tmp_path):
+    from pecourse.results import validate
+
+    out = studies.context_use(
+        seeds=(1,), names=("alibi", "rope_long"), tokens=512, steps=1, log=tmp_path / "log"
+    )
+    validate(out)
+    rows = {r["model"]: r for r in out["rows"]}
+    assert rows["alibi"]["train_len"] == 64 and rows["rope_long"]["train_len"] == 256
+    assert list(rows["alibi"]["gain"]) == ["2", "4", "8", "16", "32"]
+    assert list(rows["rope_long"]["gain"])[-1] == "128"  # up to half of 256
+    assert out["context_used"] == {n: [rows[n]["context_used"]] for n in ("alibi", "rope_long")}
+    assert out["summary"]["alibi"]["context_used"]["per_seed"] == [rows["alibi"]["context_used"]]

@@ -113,43 +113,51 @@ def test_band_losses(model):
         ev.band_losses(losses, [(0, 5)])
 
 
-def test_doubling_bands_cover_the_window():
-    assert ev.doubling_bands(64) == [(0, 1), (1, 2), (2, 4), (4, 8), (8, 16), (16, 32), (32, 64)]
-    assert ev.doubling_bands(48) == [(0, 1), (1, 2), (2, 4), (4, 8), (8, 16), (16, 32), (32, 48)]
+def test_context_losses_score_the_same_characters_with_doubling_context(model):
+    out = ev.context_losses(model, tokens=1024)
+    assert sorted(out) == [1, 2, 4, 8, 16]  # up to half the model's training length, 32
+    assert all(v.shape == (1024,) and v.dtype == torch.float64 for v in out.values())
+    # entry c is window_losses' sliding mode with windows of 2c every c
+    sliding = ev.window_losses(model, 16, mode="sliding", stride=8, tokens=1024)
+    torch.testing.assert_close(out[8], sliding.flatten())
     with pytest.raises(ValueError, match="length"):
-        ev.doubling_bands(1)
+        ev.context_losses(model, 1024)
 
 
-def _curve(used: int, windows: int = 400, length: int = 64, seed: int = 0):
-    """Window losses whose mean falls by 0.2 nats from each band to the next up to the band
-    that starts at ``used`` and is flat after it, with per-character noise of 0.5 nats."""
-    starts = [a for a, _ in ev.doubling_bands(length)]
-    last = starts.index(used)  # the last band that still falls (0: none does)
-    mean = torch.zeros(length, dtype=torch.float64)
-    for i, (a, b) in enumerate(ev.doubling_bands(length)):
-        mean[a:b] = 3.0 - 0.2 * min(i, last)
+def _gains(last: int, chars: int = 65536, seed: int = 0, late: float = 0.0):
+    """Character losses for c = 1 .. 32: 0.2 nats lower at each doubling up to ``last`` and
+    flat after it (``late`` more at 32), with per-character noise of 1 nat shared across c
+    (the same characters) and 0.1 of its own."""
     g = torch.Generator().manual_seed(seed)
-    return mean + 0.5 * torch.randn(windows, length, generator=g, dtype=torch.float64)
+    shared = torch.randn(chars, generator=g, dtype=torch.float64)
+    out = {}
+    for i, c in enumerate((1, 2, 4, 8, 16, 32)):
+        own = 0.1 * torch.randn(chars, generator=g, dtype=torch.float64)
+        out[c] = 3.0 - 0.2 * min(i, (1, 2, 4, 8, 16, 32).index(last)) + shared + own
+    out[32] = out[32] - late
+    return out
 
 
-@pytest.mark.parametrize("used", [1, 4, 8, 32])
-def test_context_used_is_the_farthest_band_that_still_falls(used):
-    out = ev.context_used(_curve(used))
-    assert out["context_used"] == used
-    assert set(out["bands"]) == {f"{a}-{b}" for a, b in ev.doubling_bands(64)}
-    assert out["windows"] == 400
-    drop = out["drops"][f"{used}-{2 * used}"]
-    assert drop["ci95"][0] > 0 and drop["loss"] == pytest.approx(0.2, abs=0.1)
+@pytest.mark.parametrize("last", [2, 4, 16, 32])
+def test_context_used_is_the_farthest_doubling_that_still_helps(last):
+    out = ev.context_used(_gains(last))
+    assert out["context_used"] == last
+    assert set(out["loss"]) == {"1-1", "2-3", "4-7", "8-15", "16-31", "32-63"}
+    assert out["tokens"] == 65536 and out["blocks"] == 256
+    assert out["gain"][str(last)]["ci95"][0] > 0
+    assert out["gain"][str(last)]["loss"] == pytest.approx(0.2, abs=0.01)
 
 
-def test_context_used_counts_only_a_fall_beyond_the_interval():
-    assert ev.context_used(_curve(0))["context_used"] == 0  # flat from the first band
-    # a fall of 0.03 nats in the last band: too small for 50 windows to show, not for 2,000
-    late = torch.where(torch.arange(64) >= 32, -0.03, 0.0).double()
-    assert ev.context_used(_curve(0, windows=50) + late)["context_used"] == 0
-    assert ev.context_used(_curve(0, windows=2000) + late)["context_used"] == 32
-    with pytest.raises(ValueError, match="losses must be"):
-        ev.context_used(torch.zeros(1, 64))
+def test_context_used_counts_only_a_gain_beyond_the_interval():
+    assert ev.context_used(_gains(1))["context_used"] == 0  # no doubling helps
+    # at 65,536 characters a gain of 0.003 nats at 32 shows (about 5 standard errors);
+    # one of 0.0005 (under one) does not
+    assert ev.context_used(_gains(1, late=0.003))["context_used"] == 32
+    assert ev.context_used(_gains(1, late=0.0005))["context_used"] == 0
+    with pytest.raises(ValueError, match="same characters"):
+        ev.context_used({1: torch.zeros(1024), 2: torch.zeros(1000)})
+    with pytest.raises(ValueError, match="at least two context sizes"):
+        ev.context_used({1: torch.zeros(1024)})
 
 
 # --- retrieval and the effective length ------------------------------------------------------
