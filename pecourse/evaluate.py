@@ -317,8 +317,9 @@ def context_losses(model, length: int | None = None, *, tokens: int = EVAL_TOKEN
     ``c`` to ``2c - 1`` characters of context before it (sliding windows of ``2c`` every ``c``
     characters, :func:`window_losses`' sliding mode), and the characters are the same
     ``tokens`` validation characters for every ``c``. Cutting the context of the very same
-    predictions, as Khandelwal et al. (2018, arXiv:1805.04623, §4) do, is what lets a gain of
-    a thousandth of a nat show: loss by position mixes context with which text sits there.
+    predictions (Khandelwal et al. 2018, ACL, arXiv:1805.04623, measure how much context an
+    LSTM uses by the rise in loss when its context is truncated) lets a gain of a thousandth
+    of a nat show; loss by position mixes context with which text sits at each position.
     """
     _check_model(model)
     length = check_int(
