@@ -244,16 +244,22 @@ def attention(
     k = k.repeat_interleave(group, dim=1) if group > 1 else k
     # 3. the scores
     bias = scheme.score_bias(q, k, q_positions, k_positions)
-    visible = _visibility(b, lq, lk, causal, padding_mask, q.device)
     # 4. values (then the outputs, below)
     v = scheme.transform_values(v, k_positions)
     v = v.repeat_interleave(group, dim=1) if group > 1 else v
+    # Only padding can hide every key from a query (a causal query always sees itself).
+    fully_masked_rows = padding_mask is not None
 
     if fused and not return_probs and not scheme.needs_probs:
         # A plain square causal mask is what the fused kernel's is_causal means exactly.
         plain_causal = causal and lq == lk and bias is None and padding_mask is None
-        out = _fused_attention(q, k, v, bias, None if plain_causal else visible, plain_causal)
+        visible = None if plain_causal else _visibility(b, lq, lk, causal, padding_mask, q.device)
+        out = _fused_attention(q, k, v, bias, visible, plain_causal)
+        if fully_masked_rows:  # such a query gets zeros, not NaNs
+            out = torch.nan_to_num(out, nan=0.0)
         return scheme.transform_output(out, None, q_positions, k_positions)
+
+    visible = _visibility(b, lq, lk, causal, padding_mask, q.device)
 
     scores = (q @ k.transpose(-2, -1)) / math.sqrt(d)
     if bias is not None:
@@ -264,8 +270,8 @@ def attention(
     # float64 stays float64, so the reference path is exact to double round-off.
     probs = torch.softmax(scores.to(torch.promote_types(scores.dtype, torch.float32)), dim=-1)
     probs = probs.to(q.dtype)
-    # A query whose every key is masked (a padded query) gets zeros, not NaNs.
-    probs = torch.nan_to_num(probs, nan=0.0)
+    if fully_masked_rows:  # a query whose every key is padding gets zeros, not NaNs
+        probs = torch.nan_to_num(probs, nan=0.0)
     out = scheme.transform_output(probs @ v, probs, q_positions, k_positions)
     return (out, probs) if return_probs else out
 
@@ -292,9 +298,7 @@ def _fused_attention(q, k, v, bias, visible, is_causal=False) -> Tensor:
         mask = bias.to(q.dtype)
         if visible is not None:
             mask = mask.masked_fill(~visible, float("-inf"))
-    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal)
-    # A query whose every key is masked (a padded query) gets zeros, not NaNs.
-    return torch.nan_to_num(out, nan=0.0)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal)
 
 
 class MultiHeadAttention(nn.Module):
