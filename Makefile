@@ -103,7 +103,8 @@ results: setup
 
 STUDIES := cope_counting text_extrapolation imposed_windows windowed_passkey grid_width_transfer \
 	cope_selective_copy nope_anchor counting_length_generalisation extrapolation_seeds \
-	retrieval_seeds augmentation_seeds extension_seeds needle_seeds sliding_seeds context_use
+	retrieval_seeds augmentation_seeds extension_seeds needle_seeds sliding_seeds context_use \
+	extension_controls
 
 # The course as a static website in build/book/ (open build/book/index.html; it works from
 # file:// with no network). Renders the committed notebooks as they are, never re-executes

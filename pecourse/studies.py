@@ -108,6 +108,7 @@ __all__ = [
     "retrieval_seeds",
     "augmentation_seeds",
     "context_use",
+    "extension_controls",
     "wilson_interval",
     "STUDIES",
     "record",
@@ -1546,64 +1547,17 @@ def needle_seeds(
 EXTENSION_SCALINGS = ("none", "PI", "NTK", "YaRN", "dynamic NTK")
 
 
-def extension_seeds(
-    seeds=(0, 1, 2),
-    *,
-    names=(
-        "rope",
-        "rope_pi_finetune",
-        "rope_yarn_finetune",
-        "rope_pose_pi_finetune",
-        "rope_passkey",
-        "rope_passkey_pi_finetune",
-        "rope_passkey_pose_pi_finetune",
-    ),
-    factor: float = 4.0,
-    lengths=(64, 128, 256, 512),
-    tokens: int = 65536,
-    distances=(48, 96, 192, 384),
-    samples: int = 256,
-    steps: int | None = None,
-    log=None,
-) -> dict:
-    r"""Context extension of a RoPE model trained at 64, per training seed (chapters 13, 14).
-
-    For each seed: the base models (``rope`` on text, ``rope_passkey`` on passkeys) trained
-    with their shipped recipes, then continued from *that seed's* base with each fine-tune
-    recipe of ``names`` (:data:`pecourse.train.RECIPES`): position interpolation (Chen et
-    al. 2023) and YaRN (Peng et al. 2023) on windows of ``factor × 64``, and PoSE with PI as
-    Zhu et al. (2024) publish it, on 64-character windows whose ids are skipped over
-    ``factor × 64``. Seed 0 is the shipped checkpoints. Every text model: non-overlapping
-    perplexity at ``lengths`` on the same ``tokens`` validation characters, the loss by
-    position band at the longest length (before 64, to the extended window, beyond it),
-    and sliding-window perplexity (stride ``L/4``); the base text model also under the
-    training-free scalings of :data:`EXTENSION_SCALINGS` (non-overlapping). Every passkey
-    model: accuracy by needle distance (``samples`` sequences each, Wilson intervals); the
-    base passkey model also under each training-free scaling. ``steps`` overrides every
-    trained run's budget (tests); ``log``: see :func:`_seeded_runs`.
-    """
+def _extension_measure(factor, lengths, tokens, distances, samples, train_len):
+    """What :func:`extension_seeds` and :func:`extension_controls` measure of one model: a
+    text model's perplexity at ``lengths`` (non-overlapping, and sliding with stride ``L/4``)
+    and its loss by band at the longest; a passkey model's accuracy by needle distance; a
+    base model (no ``init_from``) under each training-free scaling as well."""
     from . import evaluate as ev
-    from ._validate import check_float
-    from .experiments import YARN_BETAS, _bands, _scaled_variants
+    from .experiments import _bands, _scaled_variants
     from .train import RECIPES
 
-    seeds = _check_seeds(seeds)
-    names = [check_choice("names[]", n, tuple(RECIPES)) for n in names]
-    for n in names:  # a fine-tune needs its parent earlier in the list (trained first)
-        parent = RECIPES[n]["train"].get("init_from")
-        if parent and parent not in names[: names.index(n)]:
-            raise ValueError(f"names must list {parent!r} before {n!r}, which continues it")
-    factor = check_float("factor", factor, minimum=1.0)
-    lengths = [check_int("lengths[]", n, minimum=2) for n in lengths]
-    tokens = check_int("tokens", tokens, minimum=max(lengths))
-    distances = [check_int("distances[]", d, minimum=1) for d in distances]
-    samples = check_int("samples", samples, minimum=1)
-    if steps is not None:
-        steps = check_int("steps", steps, minimum=1)
-    train_len = RECIPES[names[0]]["model"]["train_len"]
-    extended = int(round(factor * train_len))
     top = max(lengths)
-    bands = _bands(train_len, extended, top)
+    bands = _bands(train_len, int(round(factor * train_len)), top)
 
     def text(model, slide: bool):
         losses = {n: ev.window_losses(model, n, tokens=tokens) for n in lengths}
@@ -1641,6 +1595,67 @@ def extension_seeds(
                 k: text(m, slide=k == "none") for k, m in _scaled_variants(model, factor).items()
             }
         }
+
+    return measure
+
+
+def extension_seeds(
+    seeds=(0, 1, 2),
+    *,
+    names=(
+        "rope",
+        "rope_pi_finetune",
+        "rope_yarn_finetune",
+        "rope_pose_pi_finetune",
+        "rope_passkey",
+        "rope_passkey_pi_finetune",
+        "rope_passkey_pose_pi_finetune",
+    ),
+    factor: float = 4.0,
+    lengths=(64, 128, 256, 512),
+    tokens: int = 65536,
+    distances=(48, 96, 192, 384),
+    samples: int = 256,
+    steps: int | None = None,
+    log=None,
+) -> dict:
+    r"""Context extension of a RoPE model trained at 64, per training seed (chapters 13, 14).
+
+    For each seed: the base models (``rope`` on text, ``rope_passkey`` on passkeys) trained
+    with their shipped recipes, then continued from *that seed's* base with each fine-tune
+    recipe of ``names`` (:data:`pecourse.train.RECIPES`): position interpolation (Chen et
+    al. 2023) and YaRN (Peng et al. 2023) on windows of ``factor × 64``, and PoSE with PI as
+    Zhu et al. (2024) publish it, on 64-character windows whose ids are skipped over
+    ``factor × 64``. Seed 0 is the shipped checkpoints. Every text model: non-overlapping
+    perplexity at ``lengths`` on the same ``tokens`` validation characters, the loss by
+    position band at the longest length (before 64, to the extended window, beyond it),
+    and sliding-window perplexity (stride ``L/4``); the base text model also under the
+    training-free scalings of :data:`EXTENSION_SCALINGS` (non-overlapping). Every passkey
+    model: accuracy by needle distance (``samples`` sequences each, Wilson intervals); the
+    base passkey model also under each training-free scaling. ``steps`` overrides every
+    trained run's budget (tests); ``log``: see :func:`_seeded_runs`.
+    """
+    from ._validate import check_float
+    from .experiments import YARN_BETAS
+    from .train import RECIPES
+
+    seeds = _check_seeds(seeds)
+    names = [check_choice("names[]", n, tuple(RECIPES)) for n in names]
+    for n in names:  # a fine-tune needs its parent earlier in the list (trained first)
+        parent = RECIPES[n]["train"].get("init_from")
+        if parent and parent not in names[: names.index(n)]:
+            raise ValueError(f"names must list {parent!r} before {n!r}, which continues it")
+    factor = check_float("factor", factor, minimum=1.0)
+    lengths = [check_int("lengths[]", n, minimum=2) for n in lengths]
+    tokens = check_int("tokens", tokens, minimum=max(lengths))
+    distances = [check_int("distances[]", d, minimum=1) for d in distances]
+    samples = check_int("samples", samples, minimum=1)
+    if steps is not None:
+        steps = check_int("steps", steps, minimum=1)
+    train_len = RECIPES[names[0]]["model"]["train_len"]
+    extended = int(round(factor * train_len))
+    top = max(lengths)
+    measure = _extension_measure(factor, lengths, tokens, distances, samples, train_len)
 
     key = {"study": "extension_seeds", "factor": factor, "lengths": lengths, "tokens": tokens}
     key.update(distances=distances, samples=samples, steps=steps)
@@ -1696,6 +1711,90 @@ def extension_seeds(
     }
 
 
+#: Each control of :func:`extension_controls` and the recipe it is the control of.
+EXTENSION_CONTROLS = {
+    "rope_finetune": "rope_pi_finetune",
+    "rope_pi_finetune_64": "rope_pose_pi_finetune",
+    "rope_passkey_finetune": "rope_passkey_pi_finetune",
+    "rope_passkey_pi_finetune_64": "rope_passkey_pose_pi_finetune",
+}
+
+
+def extension_controls(
+    seeds=(0, 1, 2),
+    *,
+    names=tuple(EXTENSION_CONTROLS),
+    factor: float = 4.0,
+    lengths=(64, 128, 256, 512),
+    tokens: int = 65536,
+    distances=(48, 96, 192, 384),
+    samples: int = 256,
+    steps: int | None = None,
+    log=None,
+) -> dict:
+    r"""The controls of chapter 13's and 14's extension recipes, per seed of the base model.
+
+    Each control continues the same seed's base model (``rope`` or ``rope_passkey``, seed 0
+    the shipped checkpoint) with one thing of the recipe it controls taken away
+    (:data:`EXTENSION_CONTROLS`): a fine-tune on 256-character windows with no RoPE scaling
+    (the baseline of Chen et al. 2023 for PI + fine-tune), and PI on 64-character windows
+    with plain ids (for PoSE + PI: the same windows and budget without the skipped ids).
+    Each is measured as :func:`extension_seeds` measures the recipe it controls, on the same
+    text and samples, so the two recordings' rows compare seed by seed. ``steps`` and
+    ``log`` as in :func:`extrapolation_seeds`.
+    """
+    from ._validate import check_float
+    from .train import RECIPES
+
+    seeds = _check_seeds(seeds)
+    names = [check_choice("names[]", n, tuple(EXTENSION_CONTROLS)) for n in names]
+    factor = check_float("factor", factor, minimum=1.0)
+    lengths = [check_int("lengths[]", n, minimum=2) for n in lengths]
+    tokens = check_int("tokens", tokens, minimum=max(lengths))
+    distances = [check_int("distances[]", d, minimum=1) for d in distances]
+    samples = check_int("samples", samples, minimum=1)
+    if steps is not None:
+        steps = check_int("steps", steps, minimum=1)
+    train_len = RECIPES["rope"]["model"]["train_len"]
+    measure = _extension_measure(factor, lengths, tokens, distances, samples, train_len)
+    key = {"study": "extension_controls", "factor": factor, "lengths": lengths}
+    key.update(tokens=tokens, distances=distances, samples=samples, steps=steps)
+    runs = _seeded_runs(names, seeds, steps=steps, key=key, log=log, measure=measure)
+    summary = {}
+    for name in names:
+        mine = [r for r in runs if r["model"] == name]
+        if "retrieval" in mine[0]:
+            cells = {f"d{d}": [r["retrieval"][str(d)]["accuracy"] for r in mine] for d in distances}
+        else:
+            cells = {str(n): [r[str(n)]["perplexity"] for r in mine] for n in lengths}
+            cells |= {
+                f"sliding {n}": [r["sliding"][str(n)]["perplexity"] for r in mine] for n in lengths
+            }
+        summary[name] = {k: _spread(v) for k, v in cells.items()}
+    return {
+        "name": "extension_controls",
+        "protocol": {
+            "models": names,
+            "controls": {n: EXTENSION_CONTROLS[n] for n in names},
+            "model": {n: RECIPES[n]["model"] for n in names},
+            "train": {
+                n: {**RECIPES[n]["train"], **({"steps": steps} if steps else {})} for n in names
+            },
+            "base": "each seed's own base model (seed 0: the shipped checkpoint)",
+            "factor": factor,
+            "lengths": lengths,
+            "eval_tokens": tokens,
+            "mode": "nonoverlapping and sliding (stride L/4), as extension_seeds",
+            "distances": distances,
+            "retrieval_length": "distance + key length + 8",
+            "retrieval_samples": samples,
+        },
+        "eval_tokens": tokens,
+        **_seed_facts(runs),
+        "summary": summary,
+    }
+
+
 # --- recordings -------------------------------------------------------------------------------
 
 #: Study name -> function.
@@ -1715,6 +1814,7 @@ STUDIES = {
     "needle_seeds": needle_seeds,
     "sliding_seeds": sliding_seeds,
     "context_use": context_use,
+    "extension_controls": extension_controls,
 }
 
 

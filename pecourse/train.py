@@ -499,6 +499,44 @@ RECIPES: dict[str, dict] = {
         augment="pose",
         augment_len=256,
     ),
+    # The controls of the extension recipes above: the same continuation with one thing taken
+    # away. No scaling at all on the 256-character windows (Chen et al. 2023's baseline of
+    # plain fine-tuning, against PI + fine-tune), and PI on 64-character windows with plain
+    # ids 0..63 (against PoSE + PI: the same windows and budget without PoSE's skipped ids).
+    "rope_finetune": _recipe(
+        "rope",
+        {"train_len": 256},
+        init_from="rope",
+        steps=100,
+        lr=1e-3,
+        warmup=10,
+        batch_size=4,
+    ),
+    "rope_pi_finetune_64": _recipe(
+        "rope",
+        {"position_options": {"rope": {"scaling": "linear", "factor": 4.0}}},
+        init_from="rope",
+        steps=100,
+        lr=1e-3,
+        warmup=10,
+        batch_size=16,
+    ),
+    "rope_passkey_finetune": _recipe(
+        "rope",
+        {"train_len": 256},
+        **{**_PASSKEY, "steps": 100},
+        init_from="rope_passkey",
+        lr=1e-3,
+        warmup=10,
+    ),
+    "rope_passkey_pi_finetune_64": _recipe(
+        "rope",
+        {"position_options": {"rope": {"scaling": "linear", "factor": 4.0}}},
+        **{**_PASSKEY, "steps": 100},
+        init_from="rope_passkey",
+        lr=1e-3,
+        warmup=10,
+    ),
     # Position augmentation: a window of 64 tokens whose ids span 0..511.
     "rope_randomized": _recipe("rope", augment="randomized", augment_len=512),
     "rope_pose": _recipe("rope", augment="pose", augment_len=512),

@@ -750,3 +750,48 @@ def test_context_use_scores_each_model_at_its_own_training_length(tmp_path):
     assert list(rows["rope_long"]["gain"])[-1] == "128"  # up to half of 256
     assert out["context_used"] == {n: [rows[n]["context_used"]] for n in ("alibi", "rope_long")}
     assert out["summary"]["alibi"]["context_used"]["per_seed"] == [rows["alibi"]["context_used"]]
+
+
+def test_context_use_recording():
+    """Every model at every default seed; the summary is the rows'; seed 0 of a recipe is its
+    shipped checkpoint, recomputed here for the 64-character RoPE model (a few seconds)."""
+    from pecourse.evaluate import context_losses, context_used
+    from pecourse.model import load_checkpoint
+
+    rec, defaults = studies.load("context_use"), _defaults(studies.context_use)
+    assert rec["protocol"]["models"] == list(defaults["names"])
+    assert rec["seeds"] == list(defaults["seeds"]) and rec["eval_tokens"] == defaults["tokens"]
+    runs = _runs_by(rec)
+    assert set(runs) == {(m, s) for m in defaults["names"] for s in defaults["seeds"]}
+    for m in defaults["names"]:
+        mine = [runs[m, s] for s in rec["seeds"]]
+        assert rec["context_used"][m] == [r["context_used"] for r in mine]
+        assert rec["summary"][m]["context_used"]["per_seed"] == rec["context_used"][m]
+        assert runs[m, 0]["source"] == "shipped checkpoint"
+    again = context_used(context_losses(load_checkpoint("rope"), tokens=rec["eval_tokens"]))
+    assert (
+        again["gain"] == runs["rope", 0]["gain"]
+        and again["context_used"] == runs["rope", 0]["context_used"]
+    )
+
+
+def test_extension_controls_continue_each_seeds_own_base(tmp_path):
+    from pecourse.results import validate
+
+    kw = dict(lengths=(64, 128), tokens=256, distances=(16,), samples=4, steps=1)
+    out = studies.extension_controls(
+        seeds=(1,), names=("rope_pi_finetune_64", "rope_passkey_finetune"), log=tmp_path / "l", **kw
+    )
+    validate(out)
+    runs = _runs_by(out)
+    assert set(runs) == {("rope_pi_finetune_64", 1), ("rope_passkey_finetune", 1)}
+    assert out["protocol"]["controls"]["rope_pi_finetune_64"] == "rope_pose_pi_finetune"
+    assert runs["rope_passkey_finetune", 1]["retrieval"]["16"]["trials"] == 4
+    assert out["summary"]["rope_pi_finetune_64"]["sliding 128"]["per_seed"] == [
+        runs["rope_pi_finetune_64", 1]["sliding"]["128"]["perplexity"]
+    ]
+    # each control continued seed 1's own base, kept beside the log
+    kept = sorted(p.name for p in (tmp_path / "l-weights").glob("*.json"))
+    assert "rope-seed1-steps1.json" in kept and "rope_passkey-seed1-steps1.json" in kept
+    with pytest.raises(ValueError, match="names"):
+        studies.extension_controls(names=("rope_pi_finetune",), **kw)
