@@ -795,3 +795,34 @@ def test_extension_controls_continue_each_seeds_own_base(tmp_path):
     assert "rope-seed1-steps1.json" in kept and "rope_passkey-seed1-steps1.json" in kept
     with pytest.raises(ValueError, match="names"):
         studies.extension_controls(names=("rope_pi_finetune",), **kw)
+
+
+def test_extension_controls_recording():
+    """Every control at every default seed, seed 0 the shipped checkpoint; the summary is the
+    rows'; one seed-0 cell recomputed from its checkpoint."""
+    from pecourse.evaluate import perplexity_interval, window_losses
+    from pecourse.model import load_checkpoint
+
+    rec, defaults = studies.load("extension_controls"), _defaults(studies.extension_controls)
+    assert rec["protocol"]["models"] == list(defaults["names"])
+    assert rec["seeds"] == list(defaults["seeds"]) and rec["eval_tokens"] == defaults["tokens"]
+    runs = _runs_by(rec)
+    assert set(runs) == {(m, s) for m in defaults["names"] for s in defaults["seeds"]}
+    controlled = {m for m, _ in _runs_by(studies.load("extension_seeds"))}
+    assert set(rec["protocol"]["controls"].values()) <= controlled
+    for m in defaults["names"]:
+        assert runs[m, 0]["source"] == "shipped checkpoint"
+        for cell, spread in rec["summary"][m].items():
+            key = ("retrieval", cell[1:], "accuracy") if cell.startswith("d") else None
+            if key is None:
+                kind, n = ("sliding", cell.split()[1]) if " " in cell else (None, cell)
+            got = [
+                runs[m, s][key[0]][key[1]][key[2]]
+                if key
+                else (runs[m, s][kind][n] if kind else runs[m, s][n])["perplexity"]
+                for s in rec["seeds"]
+            ]
+            assert spread["per_seed"] == got, (m, cell)
+    model = load_checkpoint("rope_pi_finetune_64")
+    again = perplexity_interval(window_losses(model, 64, tokens=rec["eval_tokens"], mode="sliding"))
+    assert again == runs["rope_pi_finetune_64", 0]["sliding"]["64"]

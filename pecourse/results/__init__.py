@@ -138,6 +138,8 @@ def write(record: dict, folder=None) -> Path:
     try:
         with os.fdopen(fd, "w") as fh:
             fh.write(json.dumps(record, indent=1) + "\n")
+        # mkstemp makes the file private; a recording is as readable as the one it replaces
+        os.chmod(tmp, path.stat().st_mode & 0o777 if path.exists() else 0o644)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -24,6 +24,7 @@ FROM_CHECKPOINTS = {
     "extension_seeds",
     "needle_seeds",
     "sliding_seeds",
+    "extension_controls",
 }
 
 
