@@ -25,6 +25,7 @@ FROM_CHECKPOINTS = {
     "needle_seeds",
     "sliding_seeds",
     "extension_controls",
+    "context_use",
 }
 
 
