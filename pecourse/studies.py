@@ -996,7 +996,8 @@ def _seeded_runs(names, seeds, *, steps, key: dict, log, measure) -> list[dict]:
 
 
 def _kept(store: Path, name: str, seed: int, steps) -> Path:
-    """Where :func:`_seeded_runs` keeps the weights of a run it trained (for its children)."""
+    """Where :func:`_seeded_runs` keeps the weights of a run it trained (for its children,
+    and for a rerun whose log lost the run)."""
     return store / f"{name}-seed{seed}-steps{steps or 'recipe'}"
 
 
@@ -1009,8 +1010,9 @@ def _train_seed(name: str, seed: int, steps, store: Path):
 
     recipe = RECIPES[name]
     train = {**recipe["train"], "seed": seed, **({"steps": steps} if steps else {})}
-    if train.get("init_from"):
-        train["init_from"] = _parent(train["init_from"], seed, steps, store)
+    parent = train.get("init_from")
+    if parent:
+        train["init_from"] = _parent(parent, seed, steps, store, ensure=False)
     path = _kept(store, name, seed, steps)
     if path.with_suffix(".safetensors").exists():  # trained before, measured or not
         model = load_checkpoint(path)
@@ -1021,21 +1023,24 @@ def _train_seed(name: str, seed: int, steps, store: Path):
         ):
             logger.info("%s seed %d: weights read from %s", name, seed, path)
             return model, kept["loss_curve"]
+    if parent:
+        _parent(parent, seed, steps, store)  # trained again if its weights are gone
     model, curve, _ = _train_one(recipe["model"], train)
     save_checkpoint(model, path, loss_curve=curve, train=train)
     return model, curve
 
 
-def _parent(name: str, seed: int, steps, store: Path) -> str:
+def _parent(name: str, seed: int, steps, store: Path, *, ensure: bool = True) -> str:
     """What a continued recipe (``init_from=name``) starts from at ``seed``: the shipped
     checkpoint when it is that very run, else the parent trained with ``seed`` (and
-    ``steps``) by :func:`_seeded_runs` into ``store``, trained now if it is not there."""
+    ``steps``) by :func:`_seeded_runs` into ``store``; with ``ensure``, trained now if it
+    is not there."""
     from .train import RECIPES, TrainConfig
 
     if seed == TrainConfig.from_dict(RECIPES[name]["train"]).seed and steps is None:
         return name
     path = _kept(store, name, seed, steps)
-    if not path.with_suffix(".safetensors").exists():  # e.g. a resumed log kept its numbers only
+    if ensure and not path.with_suffix(".safetensors").exists():  # e.g. a log kept numbers only
         _train_seed(name, seed, steps, store)
     return str(path)
 

@@ -491,15 +491,22 @@ def test_extension_seeds_continues_each_seeds_own_base_and_resumes(tmp_path, mon
     def numbers(result):  # the runs without their CPU time, which no rerun repeats
         return [{k: v for k, v in r.items() if k != "cpu_seconds"} for r in result["rows"]]
 
-    # drop the last run from the log: only it is trained again, from the kept base
+    # drop the last run from the log: its kept weights are read back, nothing is trained
     lines = log.read_text().splitlines()
     log.write_text("\n".join(lines[:-1]) + "\n")
     started.clear()
     again = studies.extension_seeds(seeds=(1,), names=names, log=log, **_TINY)
-    assert started == [(str(kept), 1)] and numbers(again) == numbers(out)
-    # lose the base's weights too: it is retrained, identically, before its child
+    assert started == [] and numbers(again) == numbers(out)
+    # lose its weights too: only it is trained again, from the kept base
     log.write_text("\n".join(lines[:-1]) + "\n")
-    for f in kept.parent.glob("rope-seed1*"):
+    for f in kept.parent.glob("rope_pose_pi_finetune-seed1*"):
+        f.unlink()
+    started.clear()
+    again = studies.extension_seeds(seeds=(1,), names=names, log=log, **_TINY)
+    assert started == [(str(kept), 1)] and numbers(again) == numbers(out)
+    # lose the base's weights as well: it is retrained, identically, before its child
+    log.write_text("\n".join(lines[:-1]) + "\n")
+    for f in kept.parent.glob("rope*-seed1*"):
         f.unlink()
     started.clear()
     assert numbers(studies.extension_seeds(seeds=(1,), names=names, log=log, **_TINY)) == numbers(
