@@ -90,9 +90,10 @@ checkpoints: setup
 
 # Rewrite every recording in pecourse/results from the shipped checkpoints under the protocol
 # of pecourse.evaluate: the experiments (about 20 CPU minutes), the studies (those that train
-# their own seeds take about 115 CPU minutes more; needle_seeds about 20, retrieval_seeds and
-# extension_seeds about 14 each, sliding_seeds about 10, augmentation_seeds about 8) and the
-# base-crossing run of chapter 16.
+# their own seeds take about 155 CPU minutes more; context_use about 40, as it trains rope_long
+# at seeds 1 and 2, needle_seeds about 20, retrieval_seeds and extension_seeds about 14 each,
+# sliding_seeds about 10, augmentation_seeds about 8, extension_controls about 6) and the
+# base-crossing run of chapter 16 (about 6).
 # Each study draws a bar over its models and logs each finished one with its CPU time, then its
 # own total and the total of all; an interrupted run resumes from build/results-log/.
 # A test compares each recording's checkpoint hashes with the shipped files.
