@@ -30,7 +30,7 @@ Each file, ``NN_slug.json`` (the notebook's name), is a JSON list of card object
     Numbers the card quotes from its source that no package function computes (a BLEU gain,
     a paper's reported percentage), written without separators (``"2048"``).
 ``long``
-    Why the answer may run past 25 words (a derivation that is one fact).
+    Why the answer may run past the lint's word limit (a derivation that is one fact).
 
 To render a card: for a basic card show ``front``, then ``back``. For a cloze card, show
 :func:`pecourse.flashcards.cloze.question` of ``front`` (each deletion as ``[…]``, or
