@@ -1604,6 +1604,32 @@ def _extension_measure(factor, lengths, tokens, distances, samples, train_len):
     return measure
 
 
+def _extension_runs(
+    study, names, seeds, train_len, *, factor, lengths, tokens, distances, samples, steps, log
+):
+    """The runs of :func:`extension_seeds` or :func:`extension_controls` (``study``): its
+    settings checked, every (recipe, seed) trained or read and measured by
+    :func:`_extension_measure`, resumable from ``log`` under a key naming the study and its
+    settings. Returns ``(runs, settings)``, the settings in the order of the arguments."""
+    from ._validate import check_float
+
+    lengths = [check_int("lengths[]", n, minimum=2) for n in lengths]
+    settings = {
+        "factor": check_float("factor", factor, minimum=1.0),
+        "lengths": lengths,
+        "tokens": check_int("tokens", tokens, minimum=max(lengths)),
+        "distances": [check_int("distances[]", d, minimum=1) for d in distances],
+        "samples": check_int("samples", samples, minimum=1),
+        "steps": None if steps is None else check_int("steps", steps, minimum=1),
+    }
+    measure = _extension_measure(
+        *(settings[k] for k in ("factor", "lengths", "tokens", "distances", "samples")), train_len
+    )
+    key = {"study": study, **settings}
+    runs = _seeded_runs(names, seeds, steps=settings["steps"], key=key, log=log, measure=measure)
+    return runs, settings
+
+
 def extension_seeds(
     seeds=(0, 1, 2),
     *,
@@ -1640,7 +1666,6 @@ def extension_seeds(
     base passkey model also under each training-free scaling. ``steps`` overrides every
     trained run's budget (tests); ``log``: see :func:`_seeded_runs`.
     """
-    from ._validate import check_float
     from .experiments import YARN_BETAS
     from .train import RECIPES
 
@@ -1650,21 +1675,23 @@ def extension_seeds(
         parent = RECIPES[n]["train"].get("init_from")
         if parent and parent not in names[: names.index(n)]:
             raise ValueError(f"names must list {parent!r} before {n!r}, which continues it")
-    factor = check_float("factor", factor, minimum=1.0)
-    lengths = [check_int("lengths[]", n, minimum=2) for n in lengths]
-    tokens = check_int("tokens", tokens, minimum=max(lengths))
-    distances = [check_int("distances[]", d, minimum=1) for d in distances]
-    samples = check_int("samples", samples, minimum=1)
-    if steps is not None:
-        steps = check_int("steps", steps, minimum=1)
     train_len = RECIPES[names[0]]["model"]["train_len"]
+    runs, settings = _extension_runs(
+        "extension_seeds",
+        names,
+        seeds,
+        train_len,
+        factor=factor,
+        lengths=lengths,
+        tokens=tokens,
+        distances=distances,
+        samples=samples,
+        steps=steps,
+        log=log,
+    )
+    factor, lengths, tokens, distances, samples, steps = settings.values()
     extended = int(round(factor * train_len))
     top = max(lengths)
-    measure = _extension_measure(factor, lengths, tokens, distances, samples, train_len)
-
-    key = {"study": "extension_seeds", "factor": factor, "lengths": lengths, "tokens": tokens}
-    key.update(distances=distances, samples=samples, steps=steps)
-    runs = _seeded_runs(names, seeds, steps=steps, key=key, log=log, measure=measure)
 
     def rows(run):  # the run as {row label: measurements}: a base run has one row per scaling
         if "scaled" in run:
@@ -1748,23 +1775,24 @@ def extension_controls(
     text and samples, so the two recordings' rows compare seed by seed. ``steps`` and
     ``log`` as in :func:`extrapolation_seeds`.
     """
-    from ._validate import check_float
     from .train import RECIPES
 
     seeds = _check_seeds(seeds)
     names = [check_choice("names[]", n, tuple(EXTENSION_CONTROLS)) for n in names]
-    factor = check_float("factor", factor, minimum=1.0)
-    lengths = [check_int("lengths[]", n, minimum=2) for n in lengths]
-    tokens = check_int("tokens", tokens, minimum=max(lengths))
-    distances = [check_int("distances[]", d, minimum=1) for d in distances]
-    samples = check_int("samples", samples, minimum=1)
-    if steps is not None:
-        steps = check_int("steps", steps, minimum=1)
-    train_len = RECIPES["rope"]["model"]["train_len"]
-    measure = _extension_measure(factor, lengths, tokens, distances, samples, train_len)
-    key = {"study": "extension_controls", "factor": factor, "lengths": lengths}
-    key.update(tokens=tokens, distances=distances, samples=samples, steps=steps)
-    runs = _seeded_runs(names, seeds, steps=steps, key=key, log=log, measure=measure)
+    runs, settings = _extension_runs(
+        "extension_controls",
+        names,
+        seeds,
+        RECIPES["rope"]["model"]["train_len"],
+        factor=factor,
+        lengths=lengths,
+        tokens=tokens,
+        distances=distances,
+        samples=samples,
+        steps=steps,
+        log=log,
+    )
+    factor, lengths, tokens, distances, samples, steps = settings.values()
     summary = {}
     for name in names:
         mine = [r for r in runs if r["model"] == name]

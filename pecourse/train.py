@@ -400,6 +400,14 @@ def final_metrics(model: TinyGPT, cfg: TrainConfig) -> dict:
 _SMALL = dict(d_model=64, n_layers=4, n_heads=4, train_len=64)
 _TEXT = dict(data="text", steps=800)
 _PASSKEY = dict(data="passkey", steps=1000, task_options={"key_len": 2})
+#: Continued training (``init_from``): 100 steps, a lower peak learning rate, a short warm-up.
+_FINETUNE = dict(steps=100, lr=1e-3, warmup=10)
+_PASSKEY_FINETUNE = {**_PASSKEY, **_FINETUNE}
+
+
+def _linear(factor: float) -> dict:
+    """``position_options`` for RoPE with position interpolation by ``factor`` (a new dict)."""
+    return {"rope": {"scaling": "linear", "factor": factor}}
 
 
 def _recipe(plan, model=None, **train):
@@ -438,11 +446,9 @@ RECIPES: dict[str, dict] = {
     # Continued training at 4x the length with position interpolation (Chen et al. 2023).
     "rope_pi_finetune": _recipe(
         "rope",
-        {"train_len": 256, "position_options": {"rope": {"scaling": "linear", "factor": 4.0}}},
+        {"train_len": 256, "position_options": _linear(4.0)},
         init_from="rope",
-        steps=100,
-        lr=1e-3,
-        warmup=10,
+        **_FINETUNE,
         batch_size=4,
     ),
     # The same with YaRN (Peng et al. 2023); betas for a 16-dim head (see experiments).
@@ -461,9 +467,7 @@ RECIPES: dict[str, dict] = {
             },
         },
         init_from="rope",
-        steps=100,
-        lr=1e-3,
-        warmup=10,
+        **_FINETUNE,
         batch_size=4,
     ),
     # PoSE as published (Zhu et al. 2024): the same continuation of `rope` with PI at factor 4,
@@ -471,11 +475,9 @@ RECIPES: dict[str, dict] = {
     # 256 consecutive characters; 16 windows a step, the same characters as rope_pi_finetune.
     "rope_pose_pi_finetune": _recipe(
         "rope",
-        {"position_options": {"rope": {"scaling": "linear", "factor": 4.0}}},
+        {"position_options": _linear(4.0)},
         init_from="rope",
-        steps=100,
-        lr=1e-3,
-        warmup=10,
+        **_FINETUNE,
         batch_size=16,
         augment="pose",
         augment_len=256,
@@ -484,19 +486,15 @@ RECIPES: dict[str, dict] = {
     # passkey sequences, and PoSE + PI on 64-character ones; 16 sequences (16 keys) a step each.
     "rope_passkey_pi_finetune": _recipe(
         "rope",
-        {"train_len": 256, "position_options": {"rope": {"scaling": "linear", "factor": 4.0}}},
-        **{**_PASSKEY, "steps": 100},
+        {"train_len": 256, "position_options": _linear(4.0)},
+        **_PASSKEY_FINETUNE,
         init_from="rope_passkey",
-        lr=1e-3,
-        warmup=10,
     ),
     "rope_passkey_pose_pi_finetune": _recipe(
         "rope",
-        {"position_options": {"rope": {"scaling": "linear", "factor": 4.0}}},
-        **{**_PASSKEY, "steps": 100},
+        {"position_options": _linear(4.0)},
+        **_PASSKEY_FINETUNE,
         init_from="rope_passkey",
-        lr=1e-3,
-        warmup=10,
         augment="pose",
         augment_len=256,
     ),
@@ -508,35 +506,27 @@ RECIPES: dict[str, dict] = {
         "rope",
         {"train_len": 256},
         init_from="rope",
-        steps=100,
-        lr=1e-3,
-        warmup=10,
+        **_FINETUNE,
         batch_size=4,
     ),
     "rope_pi_finetune_64": _recipe(
         "rope",
-        {"position_options": {"rope": {"scaling": "linear", "factor": 4.0}}},
+        {"position_options": _linear(4.0)},
         init_from="rope",
-        steps=100,
-        lr=1e-3,
-        warmup=10,
+        **_FINETUNE,
         batch_size=16,
     ),
     "rope_passkey_finetune": _recipe(
         "rope",
         {"train_len": 256},
-        **{**_PASSKEY, "steps": 100},
+        **_PASSKEY_FINETUNE,
         init_from="rope_passkey",
-        lr=1e-3,
-        warmup=10,
     ),
     "rope_passkey_pi_finetune_64": _recipe(
         "rope",
-        {"position_options": {"rope": {"scaling": "linear", "factor": 4.0}}},
-        **{**_PASSKEY, "steps": 100},
+        {"position_options": _linear(4.0)},
+        **_PASSKEY_FINETUNE,
         init_from="rope_passkey",
-        lr=1e-3,
-        warmup=10,
     ),
     # Position augmentation: a window of 64 tokens whose ids span 0..511.
     "rope_randomized": _recipe("rope", augment="randomized", augment_len=512),
