@@ -18,13 +18,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pecourse import course
-from pecourse.book import assets, cards, pages
+from pecourse.book import assets, cards, pages, tables
 
 CONFIG_DIR = course.REPO_ROOT / "book"
 DEFAULT_OUT = course.REPO_ROOT / "build" / "book"
 START_HERE = "00_start_here"
 # Package files that get a source page (the trained checkpoints and the deck do not).
-SOURCE_GLOBS = ("pecourse/**/*.py", "pecourse/results/*.json")
+RESULTS = "pecourse/results/"  # recordings: their pages show their rows as tables
+SOURCE_GLOBS = ("pecourse/**/*.py", RESULTS + "*.json")
 
 
 @dataclass(frozen=True)
@@ -148,7 +149,11 @@ def stage(src: Path, chapters=None, root: Path = course.REPO_ROOT) -> list[str]:
     shown = [p for p in source_files if full or p in site.linked_sources]
     for path in shown:
         out.write(f"source/{path}", (root / path).read_bytes())
-        out.write(f"source/{path}.md", pages.source_page(path))
+        if path.startswith(RESULTS) and path.endswith(".json"):
+            page = tables.recording_page(path, _read_json(root / path))
+        else:
+            page = pages.source_page(path)
+        out.write(f"source/{path}.md", page)
     out.write("source/index.md", _source_index(root, shown, full))
     # Files linked as they are (images, data) travel with the pages that link them.
     for path in sorted(site.copies):

@@ -14,6 +14,9 @@ applies them to copies in the staging folder (the committed notebooks are never 
   the note says why.
   The flashcard quiz (which needs Python and a progress database) gives way to a link to the
   chapter's flashcard page.
+- **Results as tables.** Measurements a cell prints as aligned text (a header, then a row per
+  model, values with their intervals) are shown as HTML tables that fit the text column
+  (:mod:`pecourse.book.tables`); anything it cannot read back exactly stays printed text.
 - **The reader's machine, not ours.** A cell that reports the computer it runs on
   (``pecourse.info``: versions, paths, CPU) loses its saved output, which describes the machine
   the notebook was executed on; a note says how to see the reader's own.
@@ -31,6 +34,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from pecourse.book import tables
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
@@ -263,6 +268,7 @@ def prepare_notebook(
             data = out.get("data", {})
             if "text/markdown" in data:
                 data["text/markdown"] = rewrite_markdown(_text(data["text/markdown"]), site, here)
+        cell["outputs"] = printed_tables(cell.get("outputs", []))
         if _MACHINE_REPORT.search(source):
             cell["outputs"] = []
             cells.append(_note(*YOUR_MACHINE, "tip"))
@@ -299,6 +305,20 @@ def prepare_notebook(
             cells.insert(len(cells) - 1, _note(*NEEDS_PYTHON))
     nb["cells"] = cells
     return nb
+
+
+def printed_tables(outputs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Outputs with the result tables a cell printed shown as HTML tables
+    (:mod:`pecourse.book.tables`); the text around them stays printed."""
+    new = []
+    for out in outputs:
+        if out.get("output_type") == "stream" and out.get("name") == "stdout":
+            split = tables.output_as_tables(_text(out.get("text", "")))
+            if split is not None:
+                new += split
+                continue
+        new.append(out)
+    return new
 
 
 def prepare_exercise(

@@ -100,11 +100,23 @@ def test_chapters_08_and_14_read_on_a_laptop_screen(tmp_path):
             assert report.problems == [], report.problems  # overflow included
             wide, cells = check._code_overflow(browser.page)
             assert wide == 0 and cells >= 20, (name, wide, cells)
+        # Chapter 14's results, printed as text wider than the column, are HTML tables that fit.
+        assert browser.page.locator("table.pc-results").count() >= 5
+        assert browser.page.evaluate(_WIDE_TABLES) == []
+        # Its recording's page shows the rows as a table (and the JSON under it).
+        recording = "source/pecourse/results/rope_scaling.json.html"
+        report = browser.check(result.out / recording, check.PageReport(recording))
+        assert report.problems == [] and browser.page.locator("table.pc-results").count() >= 1
+        assert browser.page.locator("a.download", has_text="rope_scaling.json").count() == 1
         assert check._dark_mode(browser.page) == ""
         # the start page shows no output of the machine the notebooks were executed on
         start = (result.out / "notebooks" / "00_start_here.html").read_text(encoding="utf-8")
         assert str(course.REPO_ROOT) not in start and "/.venv/bin/python" not in start
         assert pages.YOUR_MACHINE[0] in start
+
+
+_WIDE_TABLES = """() => Array.from(document.querySelectorAll('.pc-results-wrap'))
+    .filter(e => e.scrollWidth > e.clientWidth + 1).map(e => e.innerText.slice(0, 60))"""
 
 
 def test_the_check_fails_code_that_scrolls_sideways_and_a_page_without_dark_mode(tmp_path):
