@@ -32,6 +32,11 @@ COMMANDS = {
         "pecourse.exercises.cli",
         "grade a class: SUBMISSIONS/<student>/<NN_slug>.ipynb -> SQLite + CSV gradebook",
     ),
+    "report": (
+        "pecourse.report",
+        "the class at a glance: an offline HTML report with plots and an LMS CSV from "
+        "the SQLite gradebook(s)",
+    ),
     "train": ("pecourse.train", "train the tiny model (one run, one shipped recipe, or --all)"),
 }
 
