@@ -166,6 +166,13 @@ def stage(src: Path, chapters=None, root: Path = course.REPO_ROOT) -> list[str]:
 # --- generated pages -----------------------------------------------------------------------
 
 
+def path_order() -> list[course.Concept]:
+    """Every chapter in the order of the suggested reading path (course.LEARNING_PATH); a
+    chapter the path leaves out comes after it, by number."""
+    on_path = [course.concept(n) for n in course.LEARNING_PATH]
+    return on_path + [c for c in course.CONCEPTS if c.number not in course.LEARNING_PATH]
+
+
 def _toctree(entries: list[str], caption: str | None = None) -> str:
     lines = ["```{toctree}", ":hidden:", ":maxdepth: 1"]
     if caption:
@@ -214,7 +221,8 @@ def _index(root: Path, numbers: tuple[int, ...], docs: set[str], full: bool) -> 
         if start in docs
         else ""
     )
-    chapters = [f"notebooks/{c.slug}" for c in course.CONCEPTS if f"notebooks/{c.slug}" in docs]
+    # In the order of the suggested path, so that a page's previous/next links follow it.
+    chapters = [f"notebooks/{c.slug}" for c in path_order() if f"notebooks/{c.slug}" in docs]
     return (
         "# Positional encoding in transformers\n\n"
         "How does a transformer know where each token is? Sixteen chapters build every major "
@@ -231,11 +239,13 @@ def _index(root: Path, numbers: tuple[int, ...], docs: set[str], full: bool) -> 
         "## A suggested path\n\n"
         "The numbering is not a reading order. One good path starts with *why* attention "
         "needs positions, draws the map of the field, and walks from absolute schemes to "
-        "relative ones, to RoPE, to the length problem and the ways around it:\n\n"
+        "relative ones, to RoPE, to the length problem and the ways around it. The sidebar "
+        "lists the chapters in this order, and each page's previous and next links follow "
+        "it:\n\n"
         + "\n".join(path)
         + "\n\n"
         + (_toctree([start], "Start") if start in docs else "")
-        + _toctree(chapters, "Chapters")
+        + _toctree(chapters, "Chapters, in reading order")
         + _toctree(["exercises/index", "flashcards/index"], "Practice")
         + _toctree(["source/index"], "Reference")
     )

@@ -11,7 +11,8 @@ scrolls sideways on a 1366 px laptop screen (the viewport); on a chapter, previo
 and a table of contents. Then what a reader does: move an explorer's slider and see its label
 change, press → on a slider and on a code block and stay on the page, switch the system to
 dark mode and see the page follow, flip a flashcard, search. Plus a static pass
-over every HTML file: each local link and asset it names exists, and none loads from a server.
+over every HTML file: each local link and asset it names exists, none loads from a server, and
+the chapters' previous/next links follow the suggested reading path.
 :func:`broken_maths_in` reads the staged Markdown before Sphinx does (the builder reports
 what it finds as warnings): maths that Markdown breaks apart never reaches MathJax whole.
 """
@@ -65,7 +66,7 @@ class PageReport:
 class CheckReport:
     pages: list[PageReport]
     interactions: dict[str, str]  # what was tried -> "" when it worked, else the problem
-    links: list[str]  # broken local links, "page: target"
+    links: list[str]  # broken local links, "page: target"; previous/next off the reading path
     outside_requests: list[str]
     screenshots: list[Path]
     seconds: float
@@ -126,6 +127,40 @@ def broken_local_links(site: Path) -> list[str]:
             if not target.exists():
                 broken.append(f"{page.relative_to(site)}: {ref}")
     return broken
+
+
+class _PrevNext(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.links: dict[str, str] = {}  # "left-prev"/"right-next" -> href
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        for kind in ("left-prev", "right-next"):
+            if tag == "a" and kind in (attrs.get("class") or "").split():
+                self.links[kind] = attrs.get("href") or ""
+
+
+def reading_path_links(site: Path) -> list[str]:
+    """Chapters whose previous/next links do not follow the suggested reading path
+    (``course.LEARNING_PATH``, among the chapters this book has). One line per wrong link."""
+    from pecourse import course
+
+    site = Path(site)
+    order = [course.concept(n).slug for n in course.LEARNING_PATH]
+    built = [slug for slug in order if (site / "notebooks" / f"{slug}.html").exists()]
+    problems = []
+    for before, after in zip(built, built[1:]):
+        pages = {}
+        for slug in (before, after):
+            parser = _PrevNext()
+            parser.feed((site / "notebooks" / f"{slug}.html").read_text(encoding="utf-8"))
+            pages[slug] = parser.links
+        if pages[before].get("right-next") != f"{after}.html":
+            problems.append(f"{before}: next is {pages[before].get('right-next')}, not {after}")
+        if pages[after].get("left-prev") != f"{before}.html":
+            problems.append(f"{after}: previous is {pages[after].get('left-prev')}, not {before}")
+    return problems
 
 
 def outside_references(site: Path) -> list[str]:
@@ -546,7 +581,7 @@ def check_book(
     return CheckReport(
         pages=reports,
         interactions=interactions,
-        links=broken_local_links(site),
+        links=broken_local_links(site) + reading_path_links(site),
         outside_requests=outside + outside_references(site),
         screenshots=shots,
         seconds=time.perf_counter() - start,

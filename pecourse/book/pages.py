@@ -14,6 +14,9 @@ applies them to copies in the staging folder (the committed notebooks are never 
   the note says why.
   The flashcard quiz (which needs Python and a progress database) gives way to a link to the
   chapter's flashcard page.
+- **Scaffolding folded.** A long code cell (a figure's plumbing) or one that writes the prose
+  under it from checked numbers gets MyST-NB's ``hide-input`` tag: its code folds under a
+  toggle and its output shows (:func:`collapses`).
 - **Results as tables.** Measurements a cell prints as aligned text (a header, then a row per
   model, values with their intervals) are shown as HTML tables that fit the text column
   (:mod:`pecourse.book.tables`); anything it cannot read back exactly stays printed text.
@@ -269,6 +272,9 @@ def prepare_notebook(
             if "text/markdown" in data:
                 data["text/markdown"] = rewrite_markdown(_text(data["text/markdown"]), site, here)
         cell["outputs"] = printed_tables(cell.get("outputs", []))
+        if collapses(cell):
+            tags = cell.setdefault("metadata", {}).setdefault("tags", [])
+            tags.append(HIDE_INPUT)
         if _MACHINE_REPORT.search(source):
             cell["outputs"] = []
             cells.append(_note(*YOUR_MACHINE, "tip"))
@@ -305,6 +311,30 @@ def prepare_notebook(
             cells.insert(len(cells) - 1, _note(*NEEDS_PYTHON))
     nb["cells"] = cells
     return nb
+
+
+# MyST-NB's tag: the cell's code folds under a "Show code cell source" toggle, its outputs show.
+HIDE_INPUT = "hide-input"
+_ALREADY_SET = {HIDE_INPUT, "remove-input", "hide-cell", "remove-cell", "show-input"}
+# A cell this long is scaffolding in a page (a figure's or an experiment's plumbing): its
+# figure or table is what a reader of the book looks at.
+LONG_CELL_LINES = 30
+# A cell that writes the prose under it (IPython's Markdown) from checked numbers: the reader
+# reads the prose; the f-strings and asserts that produce it fold away unless the cell is short
+# (a derivation shown by name, three lines).
+PROSE_CELL_LINES = 6
+
+
+def collapses(cell: dict[str, Any]) -> bool:
+    """Whether a code cell's input is folded in the book (tags, never deletion): a long cell,
+    or one that generates the prose under it. A cell whose tags already say is left alone."""
+    if cell.get("cell_type") != "code":
+        return False
+    if _ALREADY_SET & set(cell.get("metadata", {}).get("tags", [])):
+        return False
+    lines = len(_text(cell.get("source", "")).strip().splitlines())
+    writes_prose = any("text/markdown" in o.get("data", {}) for o in cell.get("outputs", []))
+    return lines >= LONG_CELL_LINES or (writes_prose and lines >= PROSE_CELL_LINES)
 
 
 def printed_tables(outputs: list[dict[str, Any]]) -> list[dict[str, Any]]:

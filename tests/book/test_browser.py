@@ -91,8 +91,12 @@ def test_chapters_08_and_14_read_on_a_laptop_screen(tmp_path):
     # Slow (about 60 s): builds two long chapters and opens them at 1366 px. Each has 25 code
     # cells; before they wrapped, the review found most of them scrolling sideways.
     _require_browser()
-    result = builder.build(tmp_path / "book", chapters=[8, 14])
+    result = builder.build(tmp_path / "book", chapters=[8, 14, 16])
     assert result.warnings == ()
+    # previous/next follow the reading path: 08 → 16 → … → 14, not the numbers
+    assert check.reading_path_links(result.out) == []
+    rope = (result.out / "notebooks" / "08_rope.html").read_text(encoding="utf-8")
+    assert 'class="right-next"\n       href="16_rope_base_frequency.html"' in rope
     names = ["notebooks/08_rope.html", "notebooks/14_rope_scaling.html"]
     with check.OfflineBrowser() as browser:
         for name in names:
@@ -100,6 +104,9 @@ def test_chapters_08_and_14_read_on_a_laptop_screen(tmp_path):
             assert report.problems == [], report.problems  # overflow included
             wide, cells = check._code_overflow(browser.page)
             assert wide == 0 and cells >= 20, (name, wide, cells)
+        # Its scaffolding is folded: code under a toggle, the figure or prose in view.
+        folded = browser.page.locator("details.hide.above-input")
+        assert folded.count() >= 3 and not folded.first.locator("pre").first.is_visible()
         # Chapter 14's results, printed as text wider than the column, are HTML tables that fit.
         assert browser.page.locator("table.pc-results").count() >= 5
         assert browser.page.evaluate(_WIDE_TABLES) == []
