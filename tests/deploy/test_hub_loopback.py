@@ -9,6 +9,16 @@ own servers; the instructor collects, autogrades, grades the collected folder ag
 feedback; each student fetches theirs. What a class does in the browser, through the same
 handlers.
 
+Where the test runs as root (CI, this machine), each person is a Unix user of their own, as
+on The Littlest JupyterHub: the Hub runs in a mount namespace of its own (util-linux
+`unshare`) where copies of /etc/passwd and /etc/group that name the three users are bound
+over the system's, and JupyterHub's LocalProcessSpawner starts each server as its user. The
+machine's own user database is never changed, and the namespace ends with the Hub. Then the
+test also checks the separation nbgrader's exchange rests on, as a student (`setpriv`): a
+student cannot list the submissions or the feedback, nor read the instructor's course
+(hidden tests) or another student's home. Without root, every server runs as the one user
+running the test (SimpleLocalProcessSpawner), and only the exchange's modes are checked.
+
 Every process is started here and stopped here by PID: the Hub, its proxy
 (configurable-http-proxy from npm, which scripts/install puts in the venv) and three
 single-user servers with their kernels.
@@ -19,12 +29,15 @@ from __future__ import annotations
 import csv
 import json
 import os
+import pwd
 import secrets
+import shlex
 import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -57,6 +70,55 @@ def proxy_command() -> str:
             "`npm install --prefix .venv/node configurable-http-proxy@4.6.3`"
         )
     return found
+
+
+def private_folders(path: Path) -> list[tuple[Path, Path]]:
+    """``(folder, child)`` for each folder on the way to ``path`` that other users cannot
+    enter, with its child on that way."""
+    path = path.resolve()
+    way = [*reversed(path.parents), path]
+    return [(a, b) for a, b in zip(way, way[1:]) if not a.stat().st_mode & 0o001]
+
+
+def private_folder(path: Path) -> tuple[Path, Path] | None:
+    """The first of :func:`private_folders`, or None if other users can reach ``path``."""
+    return next(iter(private_folders(path)), None)
+
+
+def unix_users_possible() -> str | None:
+    """None where one Unix user per person can be set up here, else what stops it."""
+    if os.geteuid() != 0:
+        return "the test does not run as root, which starting servers as other users needs"
+    missing = [t for t in ("unshare", "setpriv", "mount") if not shutil.which(t)]
+    if missing:
+        return f"util-linux's {', '.join(missing)} not found"
+    for needed in (ROOT, BIN):  # what every server runs (besides the base interpreter)
+        if private_folder(needed):
+            return f"{needed} lies in {private_folder(needed)[0]}, which other users cannot enter"
+    if len(private_folders(Path(sys.base_prefix))) > 1:  # one is covered (Hub.__init__)
+        return f"{sys.base_prefix} lies under two folders that other users cannot enter"
+    return None
+
+
+def free_uids(count: int, start: int = 61000) -> list[int]:
+    """``count`` uids (and gids) from ``start`` on that the system does not use."""
+    taken = {e.pw_uid for e in pwd.getpwall()} | {e.pw_gid for e in pwd.getpwall()}
+    found, uid = [], start
+    while len(found) < count:
+        if uid not in taken:
+            found.append(uid)
+        uid += 1
+    return found
+
+
+def as_user(uid: int, *command: str) -> subprocess.CompletedProcess:
+    """Run ``command`` as ``uid`` (its own group, no others), as that person would."""
+    return subprocess.run(
+        ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--", *command],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
 
 
 def free_port() -> int:
@@ -95,29 +157,63 @@ def alive(pid: int) -> bool:
 class Hub:
     """A running JupyterHub and the REST calls a class makes through it."""
 
-    def __init__(self, tmp: Path):
+    def __init__(self, tmp: Path, unix_users: bool):
         import requests
 
         self.requests = requests
         self.tmp = tmp
+        self.unix_users = unix_users
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.homes = tmp / "home"
-        self.exchange = tmp / "exchange"
+        # the users' side: with Unix users, a folder they can reach (pytest's tmp_path lies
+        # in root's private /tmp/pytest-of-root)
+        self.shared = Path(tempfile.mkdtemp(prefix="pecourse-hub-")) if unix_users else tmp
+        self.shared.chmod(0o755)
+        self.homes = self.shared / "home"
+        self.exchange = self.shared / "exchange"
         self.homes.mkdir()
         self.exchange.mkdir()
         self.exchange.chmod(0o777)  # nbgrader: an existing directory everyone can write
         hub_dir = tmp / "hub"
         hub_dir.mkdir()
-        args = ["--allow-root"] if os.geteuid() == 0 else []
+        users = (INSTRUCTOR, *STUDENTS)
+        self.uids = dict(zip(users, free_uids(len(users)))) if unix_users else {}
+        for name in users:
+            home = self.homes / name
+            home.mkdir()
+            if unix_users:  # a home only its owner can enter, as useradd makes it
+                os.chown(home, self.uids[name], self.uids[name])
+                home.chmod(0o700)
+        if unix_users:
+            passwd, group = hub_dir / "passwd", hub_dir / "group"
+            passwd.write_text(
+                Path("/etc/passwd").read_text()
+                + "".join(
+                    f"{n}:x:{u}:{u}:{n}:{self.homes / n}:/bin/sh\n" for n, u in self.uids.items()
+                )
+            )
+            group.write_text(
+                Path("/etc/group").read_text()
+                + "".join(f"{n}:x:{u}:\n" for n, u in self.uids.items())
+            )
+            passwd.chmod(0o644)
+            group.chmod(0o644)
+            spawner = 'c.JupyterHub.spawner_class = "localprocess"'
+            args: list[str] = []
+        else:
+            spawner = (
+                'c.JupyterHub.spawner_class = "simple"\n'
+                f"c.SimpleLocalProcessSpawner.home_dir_template = {str(self.homes)!r}"
+                ' + "/{username}"'
+            )
+            args = ["--allow-root"] if os.geteuid() == 0 else []
         config = hub_dir / "jupyterhub_config.py"
         config.write_text(
             f"""
 load_subconfig({str(DEPLOY / "jupyterhub_config.py")!r})
 # the site's choices, for a test on one machine: any password, servers as local processes
 c.JupyterHub.authenticator_class = "dummy"
-c.JupyterHub.spawner_class = "simple"
-c.SimpleLocalProcessSpawner.home_dir_template = {str(self.homes)!r} + "/{{username}}"
+{spawner}
 c.Spawner.cmd = [{str(BIN / "jupyterhub-singleuser")!r}]
 c.Spawner.args = {args!r}
 c.Spawner.start_timeout = 90
@@ -149,8 +245,29 @@ c.JupyterHub.load_roles = [
         for leaked in ("JUPYTER_CONFIG_DIR", "JUPYTER_CONFIG_PATH", "JUPYTER_DATA_DIR"):
             env.pop(leaked, None)
         self.log = (hub_dir / "hub.log").open("w")
+        command = [str(BIN / "jupyterhub"), "-f", str(config)]
+        if unix_users:
+            # the Hub and everything it starts see the three users; the machine does not
+            script = 'mount --bind "$0" /etc/passwd && mount --bind "$1" /etc/group'
+            private = private_folder(Path(sys.base_prefix))
+            if private:
+                # the venv's base interpreter lies in a folder only root may enter (pyenv in
+                # /root, as here): in the namespace that folder is an empty tmpfs others may
+                # enter, with only the way to the interpreter bound back into it
+                folder, child = private
+                keep = hub_dir / "interpreter"
+                keep.mkdir()
+                script += (
+                    f" && mount --bind {shlex.quote(str(child))} {shlex.quote(str(keep))}"
+                    f" && mount -t tmpfs -o mode=0755 tmpfs {shlex.quote(str(folder))}"
+                    f" && mkdir {shlex.quote(str(child))}"
+                    f" && mount --bind {shlex.quote(str(keep))} {shlex.quote(str(child))}"
+                )
+            command = ["unshare", "--mount", "--propagation", "private", "sh", "-c"]
+            command += [f'{script} && shift && exec "$@"', str(passwd), str(group)]
+            command += [str(BIN / "jupyterhub"), "-f", str(config)]
         self.process = subprocess.Popen(
-            [str(BIN / "jupyterhub"), "-f", str(config)],
+            command,
             cwd=hub_dir,
             env=env,
             stdout=self.log,
@@ -178,7 +295,9 @@ c.JupyterHub.load_roles = [
         r = self.requests.request(
             method, f"{self.url}/hub/api{path}", headers=headers, timeout=30, **kw
         )
-        assert r.status_code < 300, f"{method} {path}: {r.status_code} {r.text}"
+        assert r.status_code < 300, f"{method} {path}: {r.status_code} {r.text}" + (
+            f"\nthe Hub's log:\n{self.log_text()}" if r.status_code >= 500 else ""
+        )
         return r.json() if r.text else None
 
     def start_server(self, name: str) -> None:
@@ -238,14 +357,26 @@ c.JupyterHub.load_roles = [
                 )
                 os.kill(pid, signal.SIGKILL)
         self.log.close()
+        if self.shared != self.tmp:
+            shutil.rmtree(self.shared)
         return killed
+
+    def give(self, path: Path, name: str) -> None:
+        """Hand ``path`` (a tree) to ``name``, as if they had written it."""
+        if not self.unix_users:
+            return
+        for p in [path, *path.rglob("*")]:
+            os.chown(p, self.uids[name], self.uids[name], follow_symlinks=False)
 
 
 @pytest.fixture
 def hub(tmp_path):
     if shutil.which("jupyterhub", path=str(BIN)) is None:
         pytest.fail("jupyterhub is not installed: `make setup` installs the hub extra")
-    started = Hub(tmp_path)
+    why_not = unix_users_possible()
+    if why_not:
+        print(f"one Unix user runs every server: {why_not}")
+    started = Hub(tmp_path, unix_users=why_not is None)
     try:
         yield started
     finally:
@@ -269,6 +400,7 @@ def test_a_class_on_jupyterhub(hub, tmp_path):
     shutil.copy(SOLUTIONS_DIR / f"{SLUG}.ipynb", src)
     course = hub.homes / INSTRUCTOR / "course"
     assert pecourse_main(["exercises", "nbgrader", str(course), "--source", str(src)]) == 0
+    hub.give(course, INSTRUCTOR)
 
     # the formgrader is the instructor's; a student has none, and no way into the instructor's
     assert hub.ok(INSTRUCTOR, "GET", "formgrader/api/status")["status"] is True
@@ -364,8 +496,38 @@ def test_a_class_on_jupyterhub(hub, tmp_path):
     # nbgrader's privacy in the exchange rests on Unix permissions: nobody but the owner can
     # list the inbound (submissions) or feedback folders, and the names in them carry a
     # random part or a hash. With one Unix user per student (PAM on TLJH, or containers
-    # with their own volume of the exchange) that keeps submissions apart; this test's local
-    # spawner runs everyone as one user, so it checks the modes, not the separation.
+    # with their own volume of the exchange) that keeps submissions apart.
     for folder in ("inbound", "feedback"):
         mode = (hub.exchange / COURSE_ID / folder).stat().st_mode
         assert mode & 0o044 == 0, f"{folder}: {oct(mode)} can be listed by others"
+    if not hub.unix_users:
+        return  # one user runs every server here: the modes are all there is to check
+
+    # each server ran as its own user: what it wrote is theirs
+    inbound = hub.exchange / COURSE_ID / "inbound"
+    for student in STUDENTS:
+        fetched = hub.homes / student / SLUG / f"{SLUG}.ipynb"
+        assert fetched.stat().st_uid == hub.uids[student]
+        (submitted,) = inbound.glob(f"{student}+{SLUG}+*")
+        assert submitted.stat().st_uid == hub.uids[student]
+        assert len(submitted.name.rsplit("+", 1)[1]) == 12  # 9 random bytes: not guessable
+    assert (course / "gradebook.db").stat().st_uid == hub.uids[INSTRUCTOR]
+
+    # bob, as himself: no list of submissions or feedback, nothing of the instructor's course
+    # (the source notebooks hold the hidden tests), nothing in ada's home
+    bob = hub.uids["bob"]
+    denied = [
+        ["ls", str(inbound)],
+        ["ls", str(hub.exchange / COURSE_ID / "feedback")],
+        ["ls", str(course)],
+        ["cat", str(course / "source" / SLUG / f"{SLUG}.ipynb")],
+        ["cat", str(course / "gradebook.db")],
+        ["ls", str(hub.homes / "ada")],
+        ["cat", str(hub.homes / "ada" / SLUG / f"{SLUG}.ipynb")],
+    ]
+    for command in denied:
+        done = as_user(bob, *command)
+        assert done.returncode != 0 and "Permission denied" in done.stderr, (command, done)
+    # what he may read: the released assignment (no hidden tests) and his own work
+    assert as_user(bob, "ls", str(hub.exchange / COURSE_ID / "outbound" / SLUG)).returncode == 0
+    assert as_user(bob, "cat", str(hub.homes / "bob" / SLUG / f"{SLUG}.ipynb")).returncode == 0
