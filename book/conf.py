@@ -15,7 +15,8 @@ author = "the pecourse authors"
 copyright = "the pecourse authors, MIT licence"
 
 extensions = ["myst_nb", "sphinx_copybutton"]
-exclude_patterns = ["**.ipynb_checkpoints"]
+# _ipynb/ holds the committed notebooks the pages offer for download, not pages.
+exclude_patterns = ["**.ipynb_checkpoints", "_ipynb"]
 suppress_warnings = ["mystnb.unknown_mime_type"]
 
 # Notebooks are committed executed: render what they hold, never run them.

@@ -1,7 +1,8 @@
 """Build the book: stage the sources in a folder beside the output, then run Sphinx.
 
 The staging folder (``<out>-src``) mirrors the repository: ``notebooks/`` and ``exercises/``
-hold prepared copies of the committed notebooks (:mod:`pecourse.book.pages`), ``flashcards/``
+hold prepared copies of the committed notebooks (:mod:`pecourse.book.pages`), ``_ipynb/`` the
+committed notebooks unchanged (each page links its own for download), ``flashcards/``
 one page per chapter (:mod:`pecourse.book.cards`), ``source/`` one page per package file,
 and ``index.md`` the syllabus. Files are rewritten only when their content changes, so a
 second build re-reads only what changed (Sphinx's doctrees live in ``<out>-doctrees``).
@@ -23,6 +24,9 @@ from pecourse.book import assets, cards, pages, tables
 CONFIG_DIR = course.REPO_ROOT / "book"
 DEFAULT_OUT = course.REPO_ROOT / "build" / "book"
 START_HERE = "00_start_here"
+# The committed notebooks as they are, for the pages' download links; book/conf.py keeps
+# Sphinx from reading this folder as pages.
+DOWNLOADS = "_ipynb"
 # Package files that get a source page (the trained checkpoints and the deck do not).
 RESULTS = "pecourse/results/"  # recordings: their pages show their rows as tables
 SOURCE_GLOBS = ("pecourse/**/*.py", RESULTS + "*.json")
@@ -126,6 +130,9 @@ def stage(src: Path, chapters=None, root: Path = course.REPO_ROOT) -> list[str]:
         nb = pages.prepare_notebook(
             _read_json(nb_dir / f"{name}.ipynb"), site, "notebooks", flashcards
         )
+        download = f"{DOWNLOADS}/notebooks/{name}.ipynb"
+        out.write(download, (nb_dir / f"{name}.ipynb").read_bytes())
+        nb = pages.with_download(nb, "notebooks", download, pages.CHAPTER_DOWNLOAD)
         out.write(f"notebooks/{name}.ipynb", _notebook_json(nb))
     # Exercises: the student notebooks, never the solutions.
     for c in exercises_in:
@@ -133,6 +140,9 @@ def stage(src: Path, chapters=None, root: Path = course.REPO_ROOT) -> list[str]:
         nb = pages.prepare_exercise(
             _read_json(ex_dir / f"{c.slug}.ipynb"), site, "exercises", c.slug, chapter
         )
+        download = f"{DOWNLOADS}/exercises/{c.slug}.ipynb"
+        out.write(download, (ex_dir / f"{c.slug}.ipynb").read_bytes())
+        nb = pages.with_download(nb, "exercises", download, pages.EXERCISE_DOWNLOAD)
         out.write(f"exercises/{c.slug}.ipynb", _notebook_json(nb))
     out.write("exercises/index.md", _exercises_index(exercises_in))
     # Flashcards.

@@ -23,6 +23,8 @@ applies them to copies in the staging folder (the committed notebooks are never 
 - **The reader's machine, not ours.** A cell that reports the computer it runs on
   (``pecourse.info``: versions, paths, CPU) loses its saved output, which describes the machine
   the notebook was executed on; a note says how to see the reader's own.
+- **Downloads.** Each chapter and exercise page links its notebook as committed
+  (:func:`with_download`), which Sphinx copies into the site.
 - **Exercises** are the student notebooks of ``exercises/``: the book refuses one that still
   holds a solution or hidden tests.
 """
@@ -349,6 +351,34 @@ def printed_tables(outputs: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 continue
         new.append(out)
     return new
+
+
+CHAPTER_DOWNLOAD = (
+    "Download this chapter as a notebook: {link}. It runs in JupyterLab with the course's "
+    "package installed (`make lab` in a clone of the course); its outputs are the ones shown "
+    "here."
+)
+EXERCISE_DOWNLOAD = (
+    "Download this exercise as a notebook: {link}. Fill it in in JupyterLab and check it with "
+    "`pecourse check`, as the box below says."
+)
+
+
+def with_download(notebook: dict[str, Any], here: str, target: str, text: str) -> dict[str, Any]:
+    """A copy of a book page's notebook with a download link to ``target`` (a path in the
+    staging folder) under its title; ``text`` holds ``{link}`` where the link goes."""
+    nb = copy.deepcopy(notebook)
+    name = posixpath.basename(target)
+    link = f"{{download}}`{name} <{posixpath.relpath(target, here)}>`"
+    cell = {
+        "cell_type": "markdown",
+        "metadata": {"tags": ["book-download"]},
+        "source": text.format(link=link),
+    }
+    cells = nb.get("cells", [])
+    first_is_title = bool(cells) and cells[0].get("cell_type") == "markdown"
+    nb["cells"] = cells[:1] + [cell] + cells[1:] if first_is_title else [cell] + cells
+    return nb
 
 
 def prepare_exercise(

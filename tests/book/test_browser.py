@@ -8,6 +8,7 @@ fetchable (no npm), unless ``PECOURSE_REQUIRE_BROWSER=1`` (CI), which makes eith
 
 import json
 import os
+import re
 import sys
 import time
 import warnings
@@ -98,6 +99,10 @@ def test_chapters_08_and_14_read_on_a_laptop_screen(tmp_path):
     rope = (result.out / "notebooks" / "08_rope.html").read_text(encoding="utf-8")
     assert 'class="right-next"\n       href="16_rope_base_frequency.html"' in rope
     names = ["notebooks/08_rope.html", "notebooks/14_rope_scaling.html"]
+    # each chapter page offers its notebook, as committed
+    href = re.search(r'class="reference download internal" download="" href="([^"]+)"', rope)
+    offered = (result.out / "notebooks" / href.group(1)).read_bytes()
+    assert offered == (course.REPO_ROOT / "notebooks" / "08_rope.ipynb").read_bytes()
     with check.OfflineBrowser() as browser:
         for name in names:
             report = browser.check(result.out / name, check.PageReport(name))

@@ -71,3 +71,18 @@ def test_the_check_finds_next_links_that_follow_the_numbers(tmp_path):
     assert check.reading_path_links(tmp_path) == [f"{rope}: next is {numbered}.html, not {base}"]
     _page(folder, rope, "x.html", f"{base}.html")
     assert check.reading_path_links(tmp_path) == []
+
+
+def test_each_chapter_and_exercise_page_offers_its_notebook(tmp_path):
+    builder.stage(tmp_path, chapters=[14])
+    for folder in ("notebooks", "exercises"):
+        name = "14_rope_scaling.ipynb"
+        offered = tmp_path / builder.DOWNLOADS / folder / name
+        assert offered.read_bytes() == (ROOT / folder / name).read_bytes()  # as committed
+        page = json.loads((tmp_path / folder / name).read_text(encoding="utf-8"))
+        links = [c for c in page["cells"] if "book-download" in c["metadata"].get("tags", [])]
+        assert len(links) == 1 and page["cells"].index(links[0]) == 1  # under the title
+        assert (
+            f"{{download}}`{name} <../{builder.DOWNLOADS}/{folder}/{name}>`" in (links[0]["source"])
+        )
+    assert (tmp_path / builder.DOWNLOADS / "notebooks" / "00_start_here.ipynb").exists()
