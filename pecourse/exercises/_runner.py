@@ -56,8 +56,11 @@ ends), ``workdir`` and ``scratch`` (the fallback's working and temporary directo
 Limits: each cell (and each test cell as a whole) gets ``cell_timeout`` seconds, enforced
 in the student's process by ``SIGALRM`` and by the judge, which kills a student that
 ignores it (callbacks into the judge do not extend it); the judge's own address space is
-limited to ``memory_mb`` plus :data:`JUDGE_MB` once it has read its job; ``RLIMIT_AS``, ``RLIMIT_NPROC``, ``RLIMIT_FSIZE``; printed output is kept up
-to ``output_cap`` characters; messages are capped at :data:`wire.MAX_MESSAGE`.
+limited to ``memory_mb`` plus :data:`JUDGE_MB` once it has read its job; the judge and
+all it forks are one :class:`sandbox.JobCgroup` where the machine allows; every student
+process has :func:`sandbox.set_limits`; printed output is kept up to ``output_cap``
+characters; messages are capped at :data:`wire.MAX_MESSAGE` (``grade.Limits`` says what
+each covers).
 """
 
 from __future__ import annotations
@@ -78,6 +81,7 @@ MAX_ERROR_CHARS = 600
 GRACE = 3.0  # seconds the judge waits past a budget before it gives the student up
 JUDGE_MB = 512  # the judge's memory on top of the notebook's limit: messages, references
 COPIED_MB = 512  # the job's cgroup also counts the preloaded pages its processes copy
+JUDGE_TASKS = 16  # the job's processes and threads on top of the notebook's: judge, gate
 # Imported once by the fork server, before the zygote is forked. Not the course package:
 # the student's process descends from the zygote and must not hold the reference code.
 PRELOAD = (
@@ -323,7 +327,7 @@ def student_main(sock: socket.socket, job: dict, level: str, plan) -> None:
             pass
 
     shell = GradingShell.instance(config=config)
-    sandbox.set_limits(int(job["memory_mb"]), own_processes=own)
+    sandbox.set_limits(int(job["memory_mb"]), float(job["cpu_seconds"]), own_processes=own)
     out = CappedOutput(int(job["output_cap"]))
     sys.stdout = sys.stderr = out
 
@@ -586,6 +590,7 @@ class Judge:
             "scratch": job["scratch"],
             "cell_timeout": self.cell_timeout,
             "memory_mb": self.memory_mb,
+            "cpu_seconds": float(job.get("cpus", 1.0)) * float(job.get("wall_clock", 180.0)),
             "output_cap": int(job["output_cap"]),
             "allow_reference": bool(job.get("allow_reference")),
             "protected": protected,
@@ -635,9 +640,8 @@ class Judge:
         if code is None:
             return f"the notebook's process stopped answering ({clean_text(str(exc), 100)})"
         how = f"killed by signal {-code}" if code < 0 else f"exit code {code}"
-        return (
-            f"the notebook ended its grading process ({how}): os._exit, a crash or the memory limit"
-        )
+        why = "os._exit, a crash, the memory or the CPU-time limit"
+        return f"the notebook ended its grading process ({how}): {why}"
 
     def _reap_student(self, wait: float = 1.0):
         """The student's exit code (negative: killed by that signal), None if it had to be
@@ -939,7 +943,8 @@ def run_job(job_fd: int, level: str) -> None:
     ``job_fd`` is the job file, still unread: the student's processes are forked first
     (:meth:`Judge.spawn`), so that they never share memory with a process that read a job."""
     sandbox.protect_from_same_uid()
-    cgroup = sandbox.job_cgroup(cgroup_name(os.getpid()))  # the judge and all it forks
+    cgroup = sandbox.JobCgroup(cgroup_name(os.getpid()))  # the judge and all it forks
+    cgroup.enter()
     judge = Judge(level)
     spawn_error = None
     try:
@@ -966,8 +971,9 @@ def run_job(job_fd: int, level: str) -> None:
         judge.configure(job, report)
         # the judge too: a test's callback on a huge input fails here, not the machine
         sandbox.limit_memory(judge.memory_mb + JUDGE_MB)
-        if cgroup:  # the whole job: the notebook's processes, the judge, pages they copied
-            sandbox.limit_cgroup(cgroup, judge.memory_mb + JUDGE_MB + COPIED_MB)
+        # the whole job: the notebook's processes, the judge, the pages they copied
+        memory = judge.memory_mb + JUDGE_MB + COPIED_MB
+        cgroup.limit(memory, sandbox.NPROC + JUDGE_TASKS, float(job.get("cpus", 1.0)))
         judge.run()
         report({"done": True})
     except BaseException as exc:  # noqa: BLE001 - the judge itself failed: say so
@@ -1017,10 +1023,12 @@ def serve(requested: str) -> None:
     sandbox.protect_from_same_uid()
     sandbox.become_subreaper()
     protected = [a for a in sys.argv[3:]] if len(sys.argv) > 3 else []
+    cgroups = sandbox.prepare_cgroups()
     if requested == sandbox.NONE:
         level, detail = sandbox.NONE, "isolation switched off (--isolation none)"
     else:
         level, detail = sandbox.probe(protected)
+    detail += f"; {cgroups}"
     if level == sandbox.NONE and os.geteuid() == 0:
         detail += (
             "; each job runs as a fresh unprivileged uid"
@@ -1133,7 +1141,7 @@ def zygote(link: socket.socket, level: str) -> None:
     ended: set[int] = set()  # judges whose job cgroup is still to be removed
     stopping = 0.0  # when STOP came
     while True:
-        ended = {pid for pid in ended if not sandbox.remove_cgroup(cgroup_name(pid))}
+        ended = {pid for pid in ended if not sandbox.JobCgroup(cgroup_name(pid)).remove()}
         while True:
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)

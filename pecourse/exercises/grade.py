@@ -48,8 +48,9 @@ are out of its reach, and nothing it starts outlives its job. How:
   link is followed (a notebook or folder linking to ``solutions/`` or a root-only file),
   only regular files with no other hard link are read, and the rest is refused with a
   reason. No reason quotes a file's bytes. Names reach the terminal and the gradebook
-  escaped (:func:`shown`), and names that could pass for another student's (mixed
-  Latin/Cyrillic/Greek letters, equal after NFKC and casefold) are flagged.
+  escaped (:func:`shown`), and names that could pass for another student's (a letter of
+  another script that looks like one of the name's own, or the same Unicode TR39 skeleton
+  as another name, one character for one) are flagged.
 * **The gradebook is written only by the grader**, after the jobs ended; the CSV is
   rebuilt from the SQLite file each time, and fields that a spreadsheet would read as a
   formula (``=``, ``+``, ``-``, ``@``) are escaped.
@@ -61,8 +62,8 @@ then says so on the terminal and in every gradebook row (``isolation`` column): 
 mode a notebook can read what its uid can read, ``solutions/`` included, and without root
 it can signal the grader. The verdicts are still computed outside the student's process.
 
-Out of scope: kernel exploits and side channels, CPU time stolen from other jobs while a
-job runs, and an instructor who grades with ``--isolation none`` or ``--allow-reference``.
+Out of scope: kernel exploits and side channels, and an instructor who grades with
+``--isolation none`` or ``--allow-reference``.
 
 Scoring
 -------
@@ -136,8 +137,6 @@ SERVER_DIED = "the grading server died while running this notebook"
 NOT_ISOLATED = "none: NOT ISOLATED"
 _FORMULA = ("=", "+", "-", "@", "\t", "\r")
 MAX_NOTEBOOK_BYTES = 16 * 1024 * 1024  # read and parsed in the grader's own process
-# scripts with letters that pass for one another (Cyrillic "а", Latin "a", Greek "ο"...)
-_LOOK_ALIKE_SCRIPTS = {"LATIN", "CYRILLIC", "GREEK", "ARMENIAN", "CHEROKEE", "COPTIC"}
 
 
 class IsolationUnavailable(ValueError):
@@ -149,27 +148,32 @@ class Limits:
     """Per-submission limits.
 
     ``cell_timeout`` and ``wall_clock`` in seconds; ``memory_mb``: address space the
-    notebook may add to the interpreter's (``RLIMIT_AS``); ``output_cap``: characters of
-    printed output kept.
+    notebook may add to the interpreter's (``RLIMIT_AS``); ``cpus``: the CPUs a job may
+    use at once; ``output_cap``: characters of printed output kept.
 
     What they cover: ``cell_timeout`` bounds each cell and each test cell as a whole,
-    callbacks into the judge included; ``wall_clock`` the whole job. ``memory_mb`` bounds
-    each process's address space, and, where the grader may make a cgroup v1 memory
-    cgroup (root on a machine with the v1 memory controller), the whole job too: its
-    processes together, ``memfd`` and tmpfs pages included, may hold ``memory_mb`` plus
-    ``_runner.JUDGE_MB`` and ``_runner.COPIED_MB``. Where it may not (without root, on a
-    cgroup v2 machine: not written yet), a notebook may start up to ``sandbox.NPROC``
-    processes and threads with ``memory_mb`` each, and a ``memfd`` it does not map is
-    counted nowhere. Its tmpfs folders (``/tmp``, home, ``/dev/shm``) hold
-    ``sandbox.SCRATCH_MB`` each. The judge's own address space is ``memory_mb`` plus
-    ``_runner.JUDGE_MB``; the policy check is linear in a cell and refuses cells over
-    ``policy.MAX_CHECKED_CHARS`` as too large to check.
+    callbacks into the judge included; ``wall_clock`` the whole job. Where the grader may
+    make cgroups (root; on cgroup v2 a cgroup holding only the grader's processes:
+    :func:`sandbox.prepare_cgroups`), the job, its judge and every process the notebook
+    forks, is one cgroup of each of memory, pids and cpu (:class:`sandbox.JobCgroup`):
+    ``memory_mb`` plus ``_runner.JUDGE_MB`` and ``_runner.COPIED_MB`` together, ``memfd``,
+    shared memory and tmpfs pages included; ``sandbox.NPROC + _runner.JUDGE_TASKS``
+    processes and threads; ``cpus`` CPUs, so at most ``cpus * wall_clock`` CPU seconds.
+    Every process of the notebook also has its own: ``memory_mb`` of address space,
+    ``cpus * wall_clock`` CPU seconds, ``sandbox.OPEN_FILES`` descriptors, 64 MB files,
+    ``sandbox.NPROC`` processes per job uid. Where no cgroup can be made, only those hold:
+    the job may hold ``sandbox.NPROC`` times each, and a ``memfd`` it does not map is
+    counted nowhere (``tests/exercises/test_limits.py`` grades both cases). The tmpfs
+    folders (``/tmp``, home, ``/dev/shm``) hold ``sandbox.SCRATCH_MB`` each. The judge's
+    own address space is ``memory_mb`` plus ``_runner.JUDGE_MB``; the policy check is
+    linear in a cell and refuses cells over ``policy.MAX_CHECKED_CHARS``.
     """
 
     cell_timeout: float = 30.0
     wall_clock: float = 180.0
     memory_mb: int = 3072
     output_cap: int = 100_000
+    cpus: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -251,25 +255,37 @@ def _read_submission(path: Path) -> str:
 
 
 def _look_alikes(names: list[str]) -> dict[str, str]:
-    """``{name: why}`` for student names that could pass for another: letters from two
-    scripts that share look-alikes, or the same name as another after NFKC and casefold."""
-    flagged = {}
-    by_key: dict[str, list[str]] = {}
+    """``{name: why}`` for student names that could pass for another: letters of another
+    script that look like letters of the name's own (Cyrillic "а" in "аda"), or the same
+    skeleton as another name (Unicode TR39's, one character for one: "rn" and "m" are not
+    equated) after NFKC, casefolded. Confusables.txt comes from confusable-homoglyphs."""
+    from confusable_homoglyphs import categories, confusables
+
+    def prototype(c: str) -> str:  # the least character of c's confusable class
+        near = [h["c"] for h in confusables.confusables_data.get(c, []) if len(h["c"]) == 1]
+        near += [h["c"] for n in near for h in confusables.confusables_data.get(n, [])]
+        return min([c, *[n for n in near if len(n) == 1]])
+
+    by_skeleton: dict[str, list[str]] = {}
     for name in names:
-        folded = unicodedata.normalize("NFKC", name).casefold()
-        by_key.setdefault(folded, []).append(name)
-        scripts = {unicodedata.name(c, "?").split()[0] for c in folded if c.isalpha()}
-        mixed = sorted(scripts & _LOOK_ALIKE_SCRIPTS)
-        if len(mixed) > 1:
-            flagged[name] = f"mixes {' and '.join(mixed)} letters"
-    for same in by_key.values():
-        for name in same if len(same) > 1 else []:
-            others = ", ".join(ascii(n) for n in same if n != name)
-            flagged[name] = "; ".join(filter(None, [flagged.get(name), f"reads as {others}"]))
-    return {
-        n: f"check who this is: the name {ascii(n)} may look like another ({why})"
-        for n, why in flagged.items()
-    }
+        text = unicodedata.normalize("NFKC", name)
+        by_skeleton.setdefault("".join(map(prototype, text)).casefold(), []).append(name)
+    flagged = {}
+    for same in by_skeleton.values():
+        for name in same:
+            scripts = [categories.alias(c) for c in name if c.isalpha()]
+            own = max(scripts, key=scripts.count) if scripts else "LATIN"  # the most letters'
+            mixed = confusables.is_confusable(name, greedy=True, preferred_aliases=[own]) or []
+            why = [
+                f"{m['alias']} {ascii(m['character'])}" for m in mixed if m["character"].isalpha()
+            ]
+            why += [f"reads as {ascii(n)}" for n in same if n != name]
+            if why:
+                flagged[name] = (
+                    f"check who this is: the name {ascii(name)} may look like another "
+                    f"({', '.join(why)})"
+                )
+    return flagged
 
 
 def _zero_rows(student, exercise, graded_parts: list[Part], reason: str, isolation="") -> list[Row]:
@@ -491,6 +507,8 @@ def _run(
                     "answer_names": graded.answer_names,
                     "cell_timeout": limits.cell_timeout,
                     "memory_mb": limits.memory_mb,
+                    "cpus": limits.cpus,
+                    "wall_clock": limits.wall_clock,
                     "output_cap": limits.output_cap,
                     "result": str(result),
                     "workdir": str(tmp / "work"),
@@ -862,8 +880,8 @@ def grade_class(
         with tempfile.TemporaryDirectory(prefix="pecourse-server-") as tmp:
             server = ForkServer(Path(tmp), isolation, protected)
             warning = isolation_warning(server)
-            if warning:
-                print(f"pecourse grade: {warning}", file=sys.stderr)
+            if warning or progress:
+                print(f"pecourse grade: {warning or server.detail}", file=sys.stderr)
             bar = tqdm(total=len(work), desc="grading", unit="notebook", disable=not progress)
             try:
                 with ThreadPoolExecutor(max_workers=max(1, int(jobs))) as pool:

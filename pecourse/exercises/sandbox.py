@@ -87,6 +87,9 @@ _PIVOT_ROOT = {"x86_64": 155, "amd64": 155, "aarch64": 41, "arm64": 41, "riscv64
 UID_BASE = 1_900_000_000
 SCRATCH_MB = 64
 NPROC = 64  # processes and threads the notebook may have at once
+OPEN_FILES = 256  # descriptors per process: with NPROC, at most 16,384 in a job
+CGROUP_FS = os.environ.get("PECOURSE_CGROUP_FS", "/sys/fs/cgroup")  # a test's: no cgroups
+GRADER_LEAF = "pecourse-grader"  # cgroup v2: the grader's own processes, beside its jobs
 
 
 class SandboxError(OSError):
@@ -135,53 +138,117 @@ def _mount(source, target: str, fstype, flags: int, data=None) -> None:
     )
 
 
-def job_cgroup(name: str) -> str | None:
-    """Move this process into a new memory cgroup ``name`` (cgroup v1, under its own) and
-    return its folder: what this process and everything it forks from now on hold counts
-    against one limit (:func:`limit_cgroup`), shared memory, ``memfd`` and tmpfs pages
-    included. None where the machine offers none to this process (no v1 memory hierarchy,
-    as on a cgroup v2 machine, or no right to make one): then only the limits per process
-    hold."""
+class JobCgroup:
+    """The cgroups of one job: what the judge and every process it forks hold together
+    counts against one memory limit (shared memory, ``memfd`` and tmpfs pages included),
+    one process count and one CPU rate. Each controller is taken from cgroup v2 where its
+    root offers it, else from its v1 hierarchy. A v2 cgroup can hand a controller to its
+    children only while it holds no process itself, so the grading server first moves its
+    own processes into a leaf :data:`GRADER_LEAF` (:func:`prepare_cgroups`); jobs are made
+    beside it. ``fs`` and ``table`` (``/proc/self/cgroup``'s text) are there for tests."""
+
+    def __init__(self, name: str, fs: str = CGROUP_FS, table: str | None = None):
+        self.folders = {c: f"{base}/{name}" for c, _, base in _own_cgroups(fs, table)}
+
+    def enter(self) -> list[str]:
+        """Make the cgroups and move this process into them; return the controllers held
+        (none where the machine offers none to this process, or no right to make one)."""
+        for controller, folder in list(self.folders.items()):
+            try:
+                os.mkdir(folder, 0o700)
+                if not any(os.path.exists(f"{folder}/{k}") for k, _ in _KNOBS[controller][:2]):
+                    raise OSError(f"{controller} not handed to this cgroup")
+                _write(folder, "cgroup.procs", os.getpid())
+            except OSError:
+                self.remove(controller)
+                del self.folders[controller]
+        return sorted(self.folders)
+
+    def limit(self, memory_mb: int, processes: int, cpus: float) -> None:
+        """Memory (swap included where counted), processes and threads, CPU rate."""
+        values = {"memory": memory_mb * 2**20, "pids": processes}
+        values["cpu"] = max(1000, int(cpus * 100_000))  # microseconds per 100 ms
+        for controller, folder in self.folders.items():
+            for knob, form in dict(_KNOBS[controller]).items():
+                if os.path.exists(f"{folder}/{knob}"):  # the other version's are absent
+                    _write(folder, knob, form.format(values[controller]))
+
+    def remove(self, *controllers: str) -> bool:
+        """Remove the cgroups once their processes are gone; False while some remain."""
+        done = True
+        for controller in controllers or list(self.folders):
+            try:
+                os.rmdir(self.folders[controller])
+            except FileNotFoundError:
+                pass
+            except OSError:
+                done = False
+        return done
+
+
+# controller -> (file, value) in cgroup v2 and v1, the first of each version's there always
+_KNOBS = {
+    "memory": [("memory.max", "{}"), ("memory.limit_in_bytes", "{}")]
+    + [("memory.swap.max", "0"), ("memory.memsw.limit_in_bytes", "{}")],
+    "pids": [("pids.max", "{}"), ("pids.max", "{}")],
+    "cpu": [("cpu.max", "{} 100000"), ("cpu.cfs_quota_us", "{}")],
+}
+
+
+def _write(folder: str, knob: str, value) -> None:
+    with open(os.path.join(folder, knob), "w") as f:
+        f.write(str(value))
+
+
+def _own_cgroups(fs: str, table: str | None) -> list[tuple[str, int, str]]:
+    """``(controller, version, folder)``: where a job's cgroup of memory, pids and cpu is
+    made (beside the grader's leaf on v2, under this process's cgroup on v1)."""
     try:
-        folder = _cgroup_folder(name)
-        os.mkdir(folder, 0o700)
-    except (OSError, IndexError):
-        return None
-    try:
-        with open(os.path.join(folder, "cgroup.procs"), "w") as f:
-            f.write(str(os.getpid()))
+        if table is None:
+            with open("/proc/self/cgroup", encoding="ascii") as f:
+                table = f.read()
+        unified = fs if os.path.exists(f"{fs}/cgroup.controllers") else fs + "/unified"
+        with open(f"{unified}/cgroup.controllers") as f:
+            offered = f.read().split()
     except OSError:
-        os.rmdir(folder)
-        return None
-    return folder
+        offered = []
+    lines = [line.split(":", 2) for line in (table or "").splitlines() if line.count(":") >= 2]
+    v1 = {c: path for _, names, path in lines for c in names.split(",") if c}
+    v2 = next((path for _, names, path in lines if not names), None)
+    found = []
+    for c in ("memory", "pids", "cpu"):
+        if c in offered and v2 is not None:
+            found.append((c, 2, unified + v2.removesuffix("/" + GRADER_LEAF).rstrip("/")))
+        elif c in v1:
+            found.append((c, 1, f"{fs}/{c}{v1[c].rstrip('/')}"))
+    return found
 
 
-def _cgroup_folder(name: str) -> str:
-    with open("/proc/self/cgroup", encoding="ascii") as f:
-        own = [line.split(":", 2)[2].strip() for line in f if line.split(":")[1] == "memory"]
-    return os.path.join("/sys/fs/cgroup/memory" + own[0], name)
-
-
-def remove_cgroup(name: str) -> bool:
-    """Remove the :func:`job_cgroup` ``name`` once its processes are gone; False while some
-    are still exiting."""
-    try:
-        os.rmdir(_cgroup_folder(name))
-    except (FileNotFoundError, IndexError):
-        return True
-    except OSError:
-        return False
-    return True
-
-
-def limit_cgroup(folder: str, memory_mb: int) -> None:
-    """The memory limit of a :func:`job_cgroup`, swap included where the kernel counts it."""
-    for knob in ("memory.limit_in_bytes", "memory.memsw.limit_in_bytes"):
+def prepare_cgroups(fs: str = CGROUP_FS, table: str | None = None) -> str:
+    """In the grading server, before it forks: on cgroup v2, move this process and its
+    ancestors in its cgroup into a leaf :data:`GRADER_LEAF` and hand the controllers to the
+    cgroup's children, so that each job can have its own. Refused where the cgroup holds
+    any other process (then v2's controllers are not used). Returns what holds, in words."""
+    own = _own_cgroups(fs, table)
+    v2 = [(c, base) for c, version, base in own if version == 2]
+    if v2:
+        base, ours, pid = v2[0][1], set(), os.getpid()
+        while pid > 1:
+            ours.add(pid)
+            pid = _parent_of(pid)
         try:
-            with open(os.path.join(folder, knob), "w") as f:
-                f.write(str(memory_mb * 2**20))
-        except FileNotFoundError:  # no swap accounting
-            pass
+            with open(f"{base}/cgroup.procs") as f:
+                members = {int(p) for p in f.read().split()}
+            if members - ours:
+                raise OSError(f"it holds processes other than the grader's: {len(members)}")
+            os.makedirs(f"{base}/{GRADER_LEAF}", exist_ok=True)
+            for member in sorted(members):
+                _write(f"{base}/{GRADER_LEAF}", "cgroup.procs", member)
+            _write(base, "cgroup.subtree_control", " ".join("+" + c for c, _ in v2))
+        except (OSError, ValueError) as exc:
+            own = [x for x in own if x[1] == 1]
+            return f"cgroup v2 {base} not used ({exc}); limits per process only"
+    return "job cgroups: " + (", ".join(f"{c} (v{v})" for c, v, _ in own) or "none")
 
 
 def die_with_parent() -> None:
@@ -520,16 +587,17 @@ def enter_fallback(workdir: str, scratch: str, uid: int | None) -> None:
         pass
 
 
-def set_limits(memory_mb: int, *, own_processes: int = 0) -> None:
-    """Address space on top of what is mapped now, no core files, 64 MB files, and a cap
-    on processes (``own_processes``: processes this uid already has, for the fallback)."""
+def set_limits(memory_mb: int, cpu_seconds: float, *, own_processes: int = 0) -> None:
+    """Address space on top of what is mapped now, CPU seconds, no core files, 64 MB files,
+    :data:`OPEN_FILES` descriptors, and a cap on processes (``own_processes``: processes
+    this uid already has, for the fallback)."""
     limit_memory(memory_mb)
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    fsize = 64 * 1024 * 1024
-    resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-    nproc = own_processes + NPROC
-    resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
+    r = resource
+    nproc, cpu = own_processes + NPROC, max(1, int(cpu_seconds))
+    fixed = [(r.RLIMIT_CORE, 0), (r.RLIMIT_FSIZE, 64 * 2**20), (r.RLIMIT_NOFILE, OPEN_FILES)]
+    for kind, value in [*fixed, (r.RLIMIT_NPROC, nproc), (r.RLIMIT_CPU, cpu)]:
+        resource.setrlimit(kind, (value, value))
 
 
 def limit_memory(memory_mb: int) -> None:
@@ -589,24 +657,23 @@ def kill_descendants(pid: int, rounds: int = 200) -> int:
 
 
 def _children_of(pid: int) -> list[int]:
-    found = []
     try:
-        names = os.listdir("/proc")
+        names = [int(n) for n in os.listdir("/proc") if n.isdigit()]
     except OSError:
-        return found
-    for name in names:
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        # the command name may hold spaces and parentheses: the fields follow the last ")"
-        fields = stat[stat.rfind(b")") + 2 :].split()
-        if len(fields) > 1 and int(fields[1]) == pid:
-            found.append(int(name))
-    return found
+        return []
+    return [n for n in names if _parent_of(n) == pid]
+
+
+def _parent_of(pid: int) -> int:
+    """``pid``'s parent, 0 if it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return 0
+    # the command name may hold spaces and parentheses: the fields follow the last ")"
+    fields = stat[stat.rfind(b")") + 2 :].split()
+    return int(fields[1]) if len(fields) > 1 else 0
 
 
 # --------------------------------------------------------------------------- probe

@@ -9,12 +9,15 @@ that need it, and a cell over ``MAX_CHECKED_CHARS`` is refused without being par
 from __future__ import annotations
 
 import os
+import threading
+import time
+from pathlib import Path
 from types import SimpleNamespace
 
 import IPython.core.inputtransformer2 as transformer
 import pytest
 
-from pecourse.exercises import policy
+from pecourse.exercises import _runner, policy, sandbox
 from pecourse.exercises.grade import IsolationUnavailable, Limits, grade_class
 from pecourse.exercises.notebook import write_notebook
 from pecourse.exercises.policy import MAX_CHECKED_CHARS, reference_uses
@@ -119,10 +122,134 @@ def test_memory_is_limited_per_job_not_per_process(tmp_path):
     assert "HOARD held 8 of 8" not in reasons["hoarder"], reasons
     assert "HOARD held" in reasons["hoarder"] or "killed" in reasons["hoarder"], reasons
     assert "MEMFD held 1536 MB" not in reasons["memfd"], reasons
-    assert not [p for p in os.listdir(_memory_cgroup()) if p.startswith("pecourse-job-")]
+    assert not _job_folders()
 
 
-def _memory_cgroup() -> str:
-    with open("/proc/self/cgroup") as f:
-        own = [line.split(":", 2)[2].strip() for line in f if line.split(":")[1] == "memory"]
-    return "/sys/fs/cgroup/memory" + own[0]
+OPEN_MANY = """
+import os
+opened = []
+try:
+    for _ in range(2000):
+        opened.append(os.open("/dev/null", os.O_RDONLY))
+except OSError:
+    pass
+raise ValueError(f"FILES opened {len(opened)}")
+"""
+SPIN = """
+import resource
+
+def cpu():
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+while cpu() < 3:
+    pass
+raise ValueError(f"SPIN used {cpu():.2f} s")
+"""
+TEAM = """
+import os, time
+children = [os.fork() for _ in range(2)]
+if 0 in children:
+    time.sleep(6)
+    os._exit(0)
+time.sleep(6)
+raise ValueError("TEAM done")
+"""
+
+
+def _grade_one(tmp_path, code: str, limits: Limits) -> str:
+    (tmp_path / "student").mkdir()
+    notebook = typed(source09(), {"answer_table": code})
+    write_notebook(notebook, tmp_path / "student" / f"{SLUG}.ipynb")
+    rows = grade_class(tmp_path, exercises=[SLUG], limits=limits, progress=False)
+    return next(r.reason for r in rows if r.part == "test_table")
+
+
+def _job_cgroups_here() -> list[str]:
+    return [c for c, _, _ in sandbox._own_cgroups(sandbox.CGROUP_FS, None)]
+
+
+def test_open_files_are_limited_per_process(tmp_path):
+    # Per process, on every machine; a job holds at most NPROC processes of them.
+    reason = _grade_one(tmp_path, OPEN_MANY, Limits(cell_timeout=20.0, wall_clock=60.0))
+    opened = int(reason.split("FILES opened ")[1].split()[0])
+    assert opened < sandbox.OPEN_FILES, reason
+
+
+def test_the_job_is_one_cgroup_of_memory_processes_and_cpu(tmp_path):
+    # The kernel enforces a cgroup's limits; this checks that the whole job, the judge and
+    # every process the notebook forks, sits in one cgroup of each controller, limited.
+    if os.geteuid() != 0 or not _job_cgroups_here():
+        pytest.skip("no cgroup to use here (the limits per process hold)")
+    limits = Limits(cell_timeout=30.0, wall_clock=90.0, memory_mb=300, cpus=0.5)
+    grading = threading.Thread(target=_grade_one, args=(tmp_path, TEAM, limits))
+    grading.start()
+    seen: dict[str, tuple[str, int]] = {}
+    knobs = {"memory": "memory.limit_in_bytes", "pids": "pids.max", "cpu": "cpu.cfs_quota_us"}
+    while grading.is_alive() and len(seen) < len(knobs):
+        for controller, job in _job_folders():
+            tasks = len((Path(job) / "tasks").read_text().split())
+            if tasks >= 5:  # judge, gate, the notebook's process and its two children
+                limit = (Path(job) / knobs[controller]).read_text().strip()
+                seen[controller] = (limit, tasks)
+        time.sleep(0.2)
+    grading.join()
+    memory = (300 + _runner.JUDGE_MB + _runner.COPIED_MB) * 2**20
+    assert {c: limit for c, (limit, _) in seen.items()} == {
+        "memory": str(memory),
+        "pids": str(sandbox.NPROC + _runner.JUDGE_TASKS),
+        "cpu": "50000",
+    }, seen
+    assert not _job_folders()  # removed once the job ended
+
+
+def _job_folders() -> list[tuple[str, str]]:
+    """``(controller, folder)`` of every job cgroup that exists now."""
+    return [
+        (controller, os.path.join(base, name))
+        for controller, _, base in sandbox._own_cgroups(sandbox.CGROUP_FS, None)
+        for name in os.listdir(base)
+        if name.startswith("pecourse-job-")
+    ]
+
+
+def test_without_cgroups_the_limits_per_process_hold(tmp_path, monkeypatch):
+    # The statement of Limits: where no cgroup can be made, each process is held to
+    # cpus * wall_clock CPU seconds (here 1 s), memory_mb and OPEN_FILES, NPROC of them.
+    monkeypatch.setenv("PECOURSE_CGROUP_FS", str(tmp_path / "no-cgroups"))
+    limits = Limits(cell_timeout=60.0, wall_clock=60.0, cpus=1 / 60)
+    reason = _grade_one(tmp_path, SPIN, limits)
+    assert "SPIN used" not in reason, reason
+    assert "killed by signal 9" in reason and "CPU-time" in reason, reason  # at 1 s of CPU
+
+
+def test_job_cgroups_on_cgroup_v2(tmp_path, monkeypatch):
+    # This machine has cgroup v1 controllers: v2 is tried on a stand-in file system, whose
+    # mkdir makes a cgroup's files as the kernel does.
+    (tmp_path / "cgroup.controllers").write_text("cpuset cpu io memory pids\n")
+    own = tmp_path / "grading"
+    own.mkdir()
+    ours = [os.getpid(), os.getppid()]
+    (own / "cgroup.procs").write_text("\n".join(map(str, ours)))
+    real_mkdir = os.mkdir
+
+    def kernel_mkdir(path, mode=0o777):
+        real_mkdir(path, mode)
+        for knob in ("cgroup.procs", "memory.max", "memory.swap.max", "pids.max", "cpu.max"):
+            (Path(path) / knob).write_text("")
+
+    monkeypatch.setattr(os, "mkdir", kernel_mkdir)
+    said = sandbox.prepare_cgroups(str(tmp_path), "0::/grading\n")
+    assert said == "job cgroups: memory (v2), pids (v2), cpu (v2)", said
+    assert (own / "cgroup.subtree_control").read_text() == "+memory +pids +cpu"
+    assert (own / sandbox.GRADER_LEAF / "cgroup.procs").read_text() == str(max(ours))
+    job = sandbox.JobCgroup("job-7", str(tmp_path), f"0::/grading/{sandbox.GRADER_LEAF}\n")
+    assert job.enter() == ["cpu", "memory", "pids"]
+    job.limit(300, 80, 0.5)
+    values = {k: (own / "job-7" / k).read_text() for k in ("memory.max", "pids.max", "cpu.max")}
+    assert values == {"memory.max": str(300 * 2**20), "pids.max": "80", "cpu.max": "50000 100000"}
+    assert (own / "job-7" / "cgroup.procs").read_text() == str(os.getpid())
+    # a cgroup that holds another process (pid 1 is nobody's ancestor here) is not used
+    (own / "cgroup.procs").write_text("1\n")
+    said = sandbox.prepare_cgroups(str(tmp_path), "0::/grading\n")
+    assert "not used" in said and "per process only" in said, said
