@@ -10,7 +10,7 @@ overrides it). From a shell: ``pecourse cards review|stats|export|lint|reset``.
 
 Card format, for anything that renders the deck (in full in :mod:`pecourse.flashcards.deck`):
 ``pecourse/cards/NN_slug.json`` holds a JSON list of cards ``{"id", "concept", "type",
-"front", "back", "topic", "source", "checks", "quoted", "long"}``. ``type`` is ``"basic"``
+"front", "back", "topic", "source", "checks", "quoted", "given", "long"}``. ``type`` is ``"basic"``
 (the default) or ``"cloze"``. A basic card shows ``front`` (Markdown, LaTeX in ``$...$``),
 then ``back``. A cloze card's ``front`` holds Anki-style deletions, ``{{c1::text}}`` or
 ``{{c1::text::hint}}``: show it with each deletion as ``[…]`` (or ``[hint]``), then with the

@@ -16,6 +16,12 @@ A card's ``checks`` is a list of objects, each one of two kinds:
   round-off, unless the card calls the formula approximate and the check says so). A formula that starts with
   ``\\sum_i`` is summed over the array-valued symbols.
 
+A check may also read numbers it depends on from the card: ``"from_text": {"share":
+"90\\%"}`` passes the value of the last number in that phrase of the card (which must occur
+in it) as the argument ``share`` of every call, so a number of the question that sets up the
+computation (a head count, a share, a config value) is checked with it: change it on the card
+and the computed value moves away from the card's answer.
+
 Every function here imports what it computes from ``pecourse`` (or sympy, torch,
 transformers); ``tests/flashcards/test_numbers.py`` fails a check whose function does not,
 a numeric card without a check, and a check whose function is missing.
@@ -43,10 +49,11 @@ def check(fn: Callable) -> Callable:
 
 
 @check
-def gpt2_config(field: str) -> int:
+def gpt2_config(field: str) -> float:
+    """A field of transformers' default GPT2Config (the released GPT-2 small)."""
     from transformers import GPT2Config
 
-    return int(getattr(GPT2Config(), field))
+    return float(getattr(GPT2Config(), field))
 
 
 # -- 03 ALiBi ------------------------------------------------------------------------------
@@ -67,7 +74,7 @@ def alibi_slope_formula(num_heads: int, head: int) -> dict:
 
 
 @check
-def alibi_slopes_non_power_of_two(num_heads: int) -> bool:
+def alibi_slopes_non_power_of_two(num_heads: int, pick: str = "every other") -> bool:
     """The card's rule for any head count (the power of two ``p`` below ``n`` gives its ``p``
     geometric slopes, then every other slope of ``2p``), written out here and compared with
     transformers' BLOOM ``build_alibi_tensor``, the released implementation."""
@@ -76,7 +83,8 @@ def alibi_slopes_non_power_of_two(num_heads: int) -> bool:
 
     p = 2 ** math.floor(math.log2(num_heads))
     rule = [2 ** (-8 * h / p) for h in range(1, p + 1)]
-    rule += [2 ** (-8 * h / (2 * p)) for h in range(1, 2 * p + 1)][0::2][: num_heads - p]
+    step = {"every other": 2, "each": 1}[pick]  # how the next power's slopes are taken
+    rule += [2 ** (-8 * h / (2 * p)) for h in range(1, 2 * p + 1)][0::step][: num_heads - p]
     mask = torch.ones(1, 2, dtype=torch.long)
     bloom = build_alibi_tensor(mask, num_heads, torch.float64)[:, 0, 1]  # slope × key index 1
     return bool(torch.allclose(bloom, torch.tensor(rule, dtype=torch.float64), rtol=1e-6))
@@ -99,9 +107,10 @@ def _alibi_row(num_heads: int, head: int, context: int):
 
 
 @check
-def alibi_needle_half_distance(num_heads: int, head: int, margin: float, context: int) -> dict:
+def alibi_needle_half_distance(num_heads: int, head: int, margin: float, context: int,
+                               share: float = 0.5) -> dict:  # fmt: skip
     """The farthest distance at which a needle that out-scores every other key by ``margin``
-    still gets half of the attention, from the package's bias and a softmax."""
+    still gets ``share`` (half) of the attention, from the package's bias and a softmax."""
     import torch
 
     row = _alibi_row(num_heads, head, context)
@@ -109,7 +118,7 @@ def alibi_needle_half_distance(num_heads: int, head: int, margin: float, context
     for delta in range(context):
         scores = row.clone()
         scores[delta] += margin
-        if float(torch.softmax(scores, 0)[delta]) >= 0.5:
+        if float(torch.softmax(scores, 0)[delta]) >= share:
             best = delta
     return {"value": float(best), "s": margin, "m": alibi_slope(num_heads, head)}
 
@@ -175,6 +184,16 @@ def rope_pairs(head_dim: int) -> int:
 
 
 @check
+def qwen2vl_head_dim() -> int:
+    """Qwen2-VL's attention head width in transformers' default config (every released size
+    has 128-wide heads: 1536/12, 3584/28, 8192/64)."""
+    from transformers import Qwen2VLConfig
+
+    text = Qwen2VLConfig().text_config
+    return text.hidden_size // text.num_attention_heads
+
+
+@check
 def mrope_sections_count_pairs(head_dim: int, sections: list) -> bool:
     """transformers' Qwen2-VL splits its per-pair frequencies (``head_dim / 2`` wide) by
     ``mrope_section``, then doubles them to the head: the sections, read as pairs, give a
@@ -208,6 +227,28 @@ def t5_last_bucket_start(bidirectional: bool, num_buckets: int = 32, max_distanc
     bucket = t5_bucket(-back, bidirectional=bidirectional, num_buckets=num_buckets,
                        max_distance=max_distance)  # fmt: skip
     return int(back[bucket == bucket.max()][0])
+
+
+@check
+def t5_config(field: str) -> int:
+    """A field of transformers' default T5Config (T5's released bucket settings)."""
+    from transformers import T5Config
+
+    return int(getattr(T5Config(), field))
+
+
+@check
+def t5_direction_buckets(bidirectional: bool, num_buckets: int = 32, max_distance: int = 128):
+    """How many distinct buckets the offsets of one direction use (the query itself and the
+    keys before it)."""
+    import torch
+
+    from pecourse.positions.relative import t5_bucket
+
+    back = torch.arange(0, 4 * max_distance)
+    bucket = t5_bucket(-back, bidirectional=bidirectional, num_buckets=num_buckets,
+                       max_distance=max_distance)  # fmt: skip
+    return int(bucket.unique().numel())
 
 
 @check
@@ -274,7 +315,8 @@ def rope_slowest_just_under(head_dim: int, base: float) -> bool:
 
 
 @check
-def meta_to_half_permutation(head_dim: int, num_heads: int, seq: int = 7) -> bool:
+def meta_to_half_permutation(head_dim: int, num_heads: int, seq: int = 7,
+                             first: str = "even") -> bool:  # fmt: skip
     """Meta's interleaved RoPE (complex multiplication, as in meta-llama's ``apply_rotary_emb``,
     written out here) against transformers' ``apply_rotary_pos_emb`` (``rotate_half``) on
     weights whose rows are reordered per head as the card says: even rows, then odd. True
@@ -299,7 +341,9 @@ def meta_to_half_permutation(head_dim: int, num_heads: int, seq: int = 7) -> boo
     def half(w, reorder):
         if reorder:
             w = w.view(num_heads, head_dim, d_in)
-            w = torch.cat((w[:, 0::2], w[:, 1::2]), dim=1).reshape(num_heads * head_dim, d_in)
+            start = {"even": 0, "odd": 1}[first]  # the card's order: even rows, then odd
+            w = torch.cat((w[:, start::2], w[:, 1 - start :: 2]), dim=1)
+            w = w.reshape(num_heads * head_dim, d_in)
         return (x @ w.T).view(seq, num_heads, head_dim).transpose(0, 1)[None]
 
     emb = torch.cat((angles, angles), dim=-1)[None]  # transformers' [batch, seq, d] layout
@@ -377,9 +421,9 @@ def sinusoid_shift_score(dim: int, t: int, u: int, delta: int) -> dict:
 
 
 @check
-def sinusoid_wavelength_range(dim: int) -> bool:
+def sinusoid_wavelength_range(dim: int, base: float = 10000.0) -> bool:
     """Read the fastest and slowest frequencies off the package's table at position 1
-    (columns ``0`` and ``d-2`` hold ``sin ω_i``): wavelength 2π, and just under 2π·10000."""
+    (columns ``0`` and ``d-2`` hold ``sin ω_i``): wavelength 2π, and just under 2π·base."""
     import torch
 
     from pecourse.positions.absolute import sinusoidal_table
@@ -387,7 +431,7 @@ def sinusoid_wavelength_range(dim: int) -> bool:
     row = sinusoidal_table(2, dim, dtype=torch.float64)[1]
     fastest = 2 * math.pi / math.asin(float(row[0]) if float(row[1]) >= 0 else 1.0)
     slowest = 2 * math.pi / math.asin(float(row[dim - 2]))
-    return abs(fastest - 2 * math.pi) < 1e-9 and 0.5 < slowest / (2 * math.pi * 10000) < 1
+    return abs(fastest - 2 * math.pi) < 1e-9 and 0.5 < slowest / (2 * math.pi * base) < 1
 
 
 @check
@@ -651,7 +695,8 @@ def yarn_temperature(factor: float) -> dict:
 
 
 @check
-def llama3_band_edge(edge: str, factor: float = 8.0, original_max_position: int = 8192) -> float:
+def llama3_band_edge(edge: str, factor: float = 8.0, original_max_position: int = 8192,
+                     low_freq_factor: float = 1.0, high_freq_factor: float = 4.0) -> float:  # fmt: skip
     """The wavelength at which Llama 3.1's rule stops keeping a pair (``"high"``) or starts
     dividing it by the full factor (``"low"``), found by bisection on the package's ``llama3``.
 
@@ -664,7 +709,9 @@ def llama3_band_edge(edge: str, factor: float = 8.0, original_max_position: int 
     def past_edge(log_base: float) -> bool:
         base = math.exp(log_base)
         scaled, _ = SCALINGS["llama3"](4, base, factor=factor,
-                                       original_max_position=original_max_position)  # fmt: skip
+                                       original_max_position=original_max_position,
+                                       low_freq_factor=low_freq_factor,
+                                       high_freq_factor=high_freq_factor)  # fmt: skip
         ratio = float(scaled[1] / inv_freq(4, base)[1])
         return ratio < 1 - 1e-12 if edge == "high" else abs(ratio - 1 / factor) < 1e-12
 
@@ -673,6 +720,21 @@ def llama3_band_edge(edge: str, factor: float = 8.0, original_max_position: int 
         mid = (low + high) / 2
         low, high = (low, mid) if past_edge(mid) else (mid, high)
     return 2 * math.pi * math.exp(high / 2)  # λ = 2π b^{2·1/4}
+
+
+@check
+def llama3_slow_division(factor: float = 8.0, original_max_position: int = 8192,
+                         low_freq_factor: float = 1.0, high_freq_factor: float = 4.0) -> float:  # fmt: skip
+    """What Llama 3.1's rule divides a pair far slower than the band by (the package's
+    ``llama3`` on a 4-dimensional head of base 1e12: wavelength about 6e6 tokens)."""
+    from pecourse.positions.rope import inv_freq
+    from pecourse.positions.rope_scaling import SCALINGS
+
+    scaled, _ = SCALINGS["llama3"](4, 1e12, factor=factor,
+                                   original_max_position=original_max_position,
+                                   low_freq_factor=low_freq_factor,
+                                   high_freq_factor=high_freq_factor)  # fmt: skip
+    return float(inv_freq(4, 1e12)[1] / scaled[1])
 
 
 # -- 15 NoPE ----------------------------------------------------------------------------------------------
@@ -733,6 +795,17 @@ def rope_base_lower_bound(context_length: int, head_dim: int, step: float = 50.0
     return b_star
 
 
+@check
+def rope_base_fails(context_length: int, head_dim: int, base: float) -> bool:
+    """True when Men et al.'s condition ``B_m = Σ_i cos(m θ_i) >= 0`` fails at some
+    ``m <= L`` for ``base`` (a torch float64 scan written here, not the package's search)."""
+    import torch
+
+    m = torch.arange(1, context_length + 1, dtype=torch.float64)[:, None]
+    theta = float(base) ** (-2 * torch.arange(head_dim // 2, dtype=torch.float64) / head_dim)
+    return bool(torch.cos(m * theta).sum(-1).amin() < 0)
+
+
 # -- running a check ------------------------------------------------------------------------------
 
 
@@ -749,7 +822,7 @@ def run_check(card, spec: dict) -> list[str]:
     import numpy as np
     import sympy as sp
 
-    from .numbers import formula_to_sympy, written_value
+    from .numbers import formula_to_sympy, number_in, written_value
 
     where = f"card {card.id!r}, check {spec.get('fn')!r}"
     fn = CHECKS.get(spec.get("fn"))
@@ -763,6 +836,13 @@ def run_check(card, spec: dict) -> list[str]:
         return [f"{where}: {spec[kind]!r} does not occur in the card's text"]
     arg_sets = spec.get("args", {})
     arg_sets = arg_sets if isinstance(arg_sets, list) else [arg_sets]
+    read = {}
+    for name, phrase in spec.get("from_text", {}).items():
+        if phrase not in _card_text(card):
+            return [f"{where}: from_text {phrase!r} does not occur in the card's text"]
+        value = number_in(phrase)
+        read[name] = int(value) if float(value).is_integer() and "." not in phrase else value
+    arg_sets = [{**args, **read} for args in arg_sets]
     rel_tol = float(spec.get("rel_tol", DEFAULT_REL_TOL))
     problems = []
     for args in arg_sets:

@@ -29,6 +29,11 @@ Each file, ``NN_slug.json`` (the notebook's name), is a JSON list of card object
 ``quoted``
     Numbers the card quotes from its source that no package function computes (a BLEU gain,
     a paper's reported percentage), written without separators (``"2048"``).
+``given``
+    Numbers of the question that only set up a thought experiment (a 64-token training
+    window, a shift of 10,000): any value would do, so they are not facts to check. A number
+    the card's claim depends on is never a given: a check reads it from the card instead
+    (``from_text``, see :mod:`pecourse.flashcards.checks`).
 ``long``
     Why the answer may run past the lint's word limit (a derivation that is one fact).
 
@@ -60,7 +65,7 @@ TITLES: dict[int, str] = {c.number: c.title for c in _course.CONCEPTS}
 DECK_SIZE = 157
 CARD_TYPES = ("basic", "cloze")
 REQUIRED_FIELDS = ("id", "concept", "front", "back", "topic", "source")
-OPTIONAL_FIELDS = ("type", "checks", "quoted", "long")
+OPTIONAL_FIELDS = ("type", "checks", "quoted", "given", "long")
 _ID_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 
 
@@ -77,6 +82,7 @@ class Flashcard:
     type: str = "basic"
     checks: tuple = field(default=(), compare=False)
     quoted: tuple = field(default=(), compare=False)
+    given: tuple = field(default=(), compare=False)
     long: str | None = field(default=None, compare=False)
 
     @classmethod
@@ -90,6 +96,7 @@ class Flashcard:
         data = dict(raw)
         data["checks"] = tuple(data.get("checks", ()))
         data["quoted"] = tuple(data.get("quoted", ()))
+        data["given"] = tuple(data.get("given", ()))
         return cls(**data)
 
     @property
@@ -125,6 +132,8 @@ class Flashcard:
             out["checks"] = list(self.checks)
         if self.quoted:
             out["quoted"] = list(self.quoted)
+        if self.given:
+            out["given"] = list(self.given)
         if self.long:
             out["long"] = self.long
         return out

@@ -182,6 +182,8 @@ def formula_to_sympy(latex: str) -> sp.Expr:
 # -- numbers in text -------------------------------------------------------------------
 
 _NUMBER = re.compile(r"(?<![\w.])[+\-]?\d+(?:\.\d+)?(?![\w])")
+# A magnitude written with a suffix: 32K tokens, a 2k-token window, a 1.3B-parameter model.
+_MAGNITUDE = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)([kKMB])(?![\w])")
 # A number right after one of these is part of a name or a citation, not a stated value.
 _CITATION = re.compile(
     r"(?:chapters?|ch\.|§|eq\.|eqs\.|Table|Tables|Figure|Fig\.|Theorem|Llama|LLaMA|Llama-|"
@@ -195,23 +197,56 @@ def number_tokens(text: str) -> list[str]:
     Left out: digits glued to letters (``bf16``, ``GPT-2``, ``2D``), subscripts and
     superscripts of single symbols (``x_{2i+1}``), years 1990-2029, citations (``§3.4``,
     ``chapter 14``, ``Table 3``), model versions (``Llama 3.1``) and the small integers 0-2,
-    which cards use structurally.
+    which cards use structurally. A magnitude with a suffix (``32K``, ``2k-token``, ``1.3B``)
+    is a stated value, kept as written in lower case (``32k``, ``1.3b``), unless it ends a
+    hyphenated name (``Llama-2-7B``, ``GPT-NeoX-20B``); a year glued to a name
+    (``WMT'14``) is left out.
     """
     s = normalise_digits(text)
     s = re.sub(r"_\{[^{}]*\}|_\w", " ", s)  # subscripts: indices, not values
     s = re.sub(r"`[^`]*`", lambda m: m.group(0) if re.search(r"=\s*\d", m.group(0)) else " ", s)
-    out = []
+    out = []  # (position, token)
     for m in _NUMBER.finditer(s):
         token = m.group(0).lstrip("+")
         before = s[max(0, m.start() - 12) : m.start()]
-        if re.search(r"[A-Za-z]-$", before) or _CITATION.search(before):
+        if re.search(r"[A-Za-z]-$|[A-Za-z]'$", before) or _CITATION.search(before):
             continue
         if "." not in token and 1990 <= abs(int(token)) <= 2029 and not before.endswith("^"):
             continue
         if token.lstrip("-") in ("0", "1", "2"):
             continue
-        out.append(token.lstrip("-"))
-    return out
+        out.append((m.start(), token.lstrip("-")))
+    for m in _MAGNITUDE.finditer(s):
+        before = s[max(0, m.start() - 12) : m.start()]
+        in_math = s[: m.start()].count("$") % 2 == 1  # $2k+1$ is a product, not 2,000
+        if in_math or before.endswith("-") or _CITATION.search(before):
+            continue
+        out.append((m.start(), magnitude_token(m.group(0))))
+    return [token for _, token in sorted(out)]
+
+
+def magnitude_token(text: str) -> str:
+    """How :func:`number_tokens` writes a magnitude (``32K`` -> ``32k``): also how a card's
+    ``quoted`` and ``given`` entries are compared with it."""
+    return normalise_digits(text).strip().lower()
+
+
+_WORD_VALUES = {"half": 0.5, "a third": 1 / 3, "a quarter": 0.25, "two": 2, "three": 3,
+                "four": 4, "five": 5, "second": 2, "third": 3, "fourth": 4, "fifth": 5}  # fmt: skip
+_LAST_NUMBER = re.compile(r"\d[\d,{}]*(?:\.\d+)?(?:\\%|%)?")
+
+
+def number_in(text: str) -> float:
+    """The value of the last number in a phrase of a card (``"factor 8"`` -> 8, ``"original
+    8,192"`` -> 8192, ``"90\\%"`` -> 0.9, ``"half the attention"`` -> 0.5): how a check reads
+    a number it depends on from the card itself (``from_text``)."""
+    found = _LAST_NUMBER.findall(normalise_digits(text))
+    if found:
+        return written_value(found[-1].rstrip(",{"))[0]
+    words = [w for w in _WORD_VALUES if re.search(rf"\b{w}\b", text, re.I)]
+    if not words:
+        raise ValueError(f"no number in {text!r}")
+    return _WORD_VALUES[max(words, key=len)]
 
 
 def tokens_of_written(text: str) -> set[str]:

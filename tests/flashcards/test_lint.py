@@ -30,7 +30,7 @@ def test_stats():
 
 
 def _card(**fields):
-    base = dict(id="x", concept=3, front="Why?", back="Because.", topic="t", source="ch. 03 §1")
+    base = dict(id="x", concept=3, front="Which?", back="That.", topic="t", source="ch. 03 §1")
     return Flashcard(**{**base, **fields})
 
 
@@ -59,6 +59,17 @@ def _problems(card, others=()):
         ({"back": "It is about 54{,}400 tokens."}, "states 54400 without a check"),
         ({"back": "Quoted 12.", "quoted": ("12", "99")}, "quoted numbers ['99']"),
         ({"type": "cloze", "front": "No deletion.", "back": ""}, "no {{c1::...}} deletion"),
+        ({"front": "What is one reason RoPE fails?"}, "asks for one of several answers"),
+        ({"front": "Which scheme, for example, is relative?"}, "asks for one of several"),
+        ({"front": "What is the classic dynamic-NTK bug?"}, "leans on a judgement"),
+        ({"front": "Which hurts, and why?"}, "asks two questions"),
+        ({"front": "What hurts? Why?"}, "asks two questions"),
+        ({"front": "Why does RoPE fail?"}, "an open question"),
+        ({"front": "In bf16, why does it fail?"}, "an open question"),
+        ({"front": "What did Anil et al. find?"}, "an open question"),
+        ({"front": "What does CoPE cost?"}, "an open question"),
+        ({"front": "A model of 1,024 rows: which?"}, "the question states 1024"),
+        ({"front": "Which?", "given": ("7",)}, "given numbers ['7']"),
     ],
 )
 def test_each_rule_catches_its_case(fields, message):
@@ -73,14 +84,30 @@ def test_long_answers_need_a_reason_and_stay_bounded():
 
 def test_number_words_are_covered_by_a_check_text_or_quoted():
     assert _problems(_card(back="About half.", quoted=("half",))) == ""
-    assert _problems(_card(front="Which half?", back="The second half.")) == ""  # a given
+    assert "the question states half" in _problems(_card(front="Which half?", back="The second."))
+    assert _problems(_card(front="Which half?", back="The second half.", given=("half",))) == ""
     checked = _card(back="Every fourth layer.", checks=({"fn": "f", "text": "fourth layer"},))
     assert "states fourth" not in _problems(checked)
 
 
-def test_numbers_in_the_question_are_givens():
+def test_numbers_in_the_question_are_checked_quoted_or_declared_given():
     card = _card(front="head_dim 128, base 10,000: which?", back="The 128-wide head at 10,000.")
-    assert _problems(card) == ""
+    assert "the question states 128, 10000" in _problems(card)
+    assert _problems(dataclasses.replace(card, given=("128", "10000"))) == ""
+    assert _problems(dataclasses.replace(card, quoted=("128", "10,000"))) == ""
+    # a check's args compute whatever the card says, so they do not cover the question
+    by_args = dataclasses.replace(card, checks=({"fn": "f", "args": {"d": 128, "b": 10000}},))
+    assert "the question states 128, 10000" in _problems(by_args)
+    read = {"fn": "f", "args": {}, "from_text": {"d": "head_dim 128", "b": "base 10,000"}}
+    assert _problems(dataclasses.replace(card, checks=(read,))) == ""
+    assert "given numbers ['64']" in _problems(dataclasses.replace(card, given=("128", "64")))
+
+
+def test_magnitudes_are_numbers_and_names_are_not():
+    assert "the question states 32k" in _problems(_card(front="At 32K tokens, what?"))
+    assert _problems(_card(front="At 32K tokens, what?", quoted=("32K",))) == ""
+    assert _problems(_card(front="Which of Llama-2-7B or GPT-NeoX-20B saw WMT'14?")) == ""
+    assert _problems(_card(front="Which table has $2k+1$ rows?")) == ""  # a product, not 2,000
 
 
 def test_duplicates_and_near_duplicates():
@@ -92,7 +119,7 @@ def test_duplicates_and_near_duplicates():
     )
     assert "same question as 'a'" in _problems(a, [same])
     assert "near-duplicate questions" in _problems(a, [reworded])
-    other = _card(id="d", front="Why are ALiBi's slopes fixed?", back="Learned ones did not help.")
+    other = _card(id="d", front="Which ALiBi quantity is fixed per head?", back="Its slope.")
     assert _problems(a, [other]) == ""
 
 
@@ -170,3 +197,66 @@ def test_cli_lint_numbers_runs_the_checks(capsys, monkeypatch):
     monkeypatch.setattr("pecourse.flashcards.cli.load_deck", lambda *a: [wrong])
     assert main(["cards", "lint", "--numbers"]) == 1
     assert "the package gives 91" in capsys.readouterr().out
+
+
+def test_one_answer_list_names_current_open_questions():
+    # Every listed card exists and is an open question the rule would flag without the entry
+    # (a reworded card drops out of the list instead of leaving a stale exception).
+    for card_id, why in lint.ONE_ANSWER.items():
+        assert card_id in BY_ID, f"stale ONE_ANSWER entry {card_id}"
+        assert why.strip()
+        unlisted = lint._one_answer_problems(BY_ID[card_id], card_id)
+        assert lint._OPEN_QUESTION.search(BY_ID[card_id].front), card_id
+        assert unlisted == [], unlisted  # listed: clean
+    card = BY_ID["cope-cost"]
+    assert lint._one_answer_problems(dataclasses.replace(card, id="cope-cost-2"), "x")
+
+
+def _broken(card_id, **changes):
+    return [dataclasses.replace(c, **changes) if c.id == card_id else c for c in CARDS]
+
+
+# For every lint rule, a real card of the deck broken the way the rule names: the lint must
+# report it (and the unbroken deck is clean, test_the_deck_is_clean).
+DECK_MUTATIONS = {
+    "structure": ("alibi-formula", {"front": "ALiBi adds a bias."}),
+    "length": ("base-llama3-500k", {"back": "500,000. " + "word " * 20}),
+    "median": ("*", None),
+    "negation": ("rope-qk-not-v", {"back": "None."}),
+    "enumerations": ("rope-qk-not-v", {"back": "- the values\n- nothing else"}),
+    "set fronts": ("pe-llm-family", {"front": "Name two models that use RoPE."}),
+    "yes/no fronts": ("pe-llm-family", {"front": "Do Llama, Mistral and Qwen use RoPE?"}),
+    "duplicates": ("pe-llm-family", {"front": BY_ID["base-llama3-500k"].front}),
+    "near-duplicates": ("pe-undefined-past-length",
+                        {"front": BY_ID["pe-llm-family"].front.replace("Which", "Which one")}),
+    "same fact": ("pe-t5-vs-alibi", {"front": BY_ID["t5-bias"].front, "back": BY_ID["t5-bias"].back
+                                     + " Learned."}),
+    "sources": ("base-llama3-500k", {"source": "ch. 08 §4"}),
+    "numbers": ("base-llama3-500k", {"quoted": ()}),
+    "quoted numbers": ("base-llama3-500k", {"back": "600,000."}),
+    "question numbers": ("randpos-results", {"quoted": ("12.0",)}),
+    "given numbers": ("rope-shift-vs-stretch", {"given": ("64", "10000", "512")}),
+    "one answer: one of several": ("pe-llm-family", {"front": "Which scheme does one of the Llama models use?"}),
+    "one answer: judgement": ("dynamic-ntk-stale-cache",
+                              {"front": "What is the classic dynamic-NTK bug?"}),
+    "one answer: two questions": ("pose-cost", {"front": "How far did PoSE extend LLaMA, and with what window?"}),
+    "one answer: open question": ("ctx-niah-too-easy",
+                                  {"front": "Why is a perfect needle-in-a-haystack score weak evidence?"}),
+    "history": ("base-llama3-500k", {"id": "ctx-ruler"}),
+}  # fmt: skip
+
+
+def test_every_rule_has_a_deck_mutation():
+    assert set(DECK_MUTATIONS) == set(lint.RULES)
+
+
+@pytest.mark.parametrize("rule", sorted(lint.RULES))
+def test_each_rule_fails_on_a_broken_deck_card(rule):
+    card_id, changes = DECK_MUTATIONS[rule]
+    if card_id == "*":  # the median rule is about the whole deck: lengthen every basic answer
+        deck = [c if c.is_cloze else dataclasses.replace(c, back=c.back + " and so on and on")
+                for c in CARDS]  # fmt: skip
+    else:
+        deck = _broken(card_id, **changes)
+    problems = lint_deck(deck)
+    assert any(lint.RULES[rule] in p for p in problems), (rule, problems[:5])

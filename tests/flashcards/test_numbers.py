@@ -19,6 +19,7 @@ from pecourse.flashcards.deck import Flashcard, load_deck
 from pecourse.flashcards.lint import _number_problems
 from pecourse.flashcards.numbers import (
     formula_to_sympy,
+    normalise_digits,
     number_tokens,
     tokens_of_written,
     written_value,
@@ -175,3 +176,146 @@ def test_predicate_checks_can_fail():
     assert not CHECKS["neox_rotary_fraction"]("half")
     assert not CHECKS["qwen2vl_frames_per_temporal_patch"]("three")
     assert not CHECKS["causal_layers_until_order"]("three")  # two layers, not three
+
+
+# -- every check can fail: each one mutated on its own card ---------------------------------
+
+
+def _bump_first_digit(number: str) -> str:
+    """The same number with its first digit changed (8,192 -> 9,192; 0.45 -> 1.45; 200 ->
+    300), beyond any tolerance its digits promise."""
+    i = next(k for k, ch in enumerate(number) if ch.isdigit())
+    digit = int(number[i])
+    return number[:i] + str(digit + 1 if digit < 9 else digit - 1) + number[i + 1 :]
+
+
+def _mutate(card, old, new):
+    """Replace ``old`` by ``new`` everywhere on the card: its text, its checks' text and
+    formula, and the phrases its checks read numbers from."""
+
+    def spec_of(s):
+        s = dict(s, **{k: s[k].replace(old, new) for k in ("text", "formula") if k in s})
+        if "from_text" in s:
+            s["from_text"] = {k: v.replace(old, new) for k, v in s["from_text"].items()}
+        return s
+
+    return dataclasses.replace(card, front=card.front.replace(old, new),
+                               back=card.back.replace(old, new),
+                               checks=tuple(spec_of(s) for s in card.checks))  # fmt: skip
+
+
+_LAST_NUMBER = re.compile(r"\d[\d,{}.]*\d|\d")
+
+
+def _number_mutations():
+    """(card, what, old, new) for every number a check reads: its text (unless the check is a
+    predicate: see test_every_predicate_check_rejects_a_wrong_claim) and its from_text."""
+    out = []
+    for card in CHECKED:
+        for spec in card.checks:
+            phrases = list(spec.get("from_text", {}).values())
+            if "text" in spec and spec["fn"] not in PREDICATES:
+                phrases.append(spec["text"])
+            for phrase in phrases:
+                found = _LAST_NUMBER.findall(phrase)
+                if found:
+                    number = found[-1]
+                    mutated = phrase[::-1].replace(number[::-1], _bump_first_digit(number)[::-1],
+                                                   1)[::-1]  # fmt: skip
+                    out.append(pytest.param(card, phrase, mutated,
+                                            id=f"{card.id}:{spec['fn']}:{phrase}"))  # fmt: skip
+    return out
+
+
+def _formula_mutations():
+    """(card, old, new) for every formula check: the right-hand side multiplied by 3/2."""
+    out = []
+    for card in CHECKED:
+        for spec in card.checks:
+            if "formula" in spec:
+                formula = spec["formula"]
+                head, eq, rhs = formula.rpartition("=")
+                prefix = r"\sum_i " if rhs.lstrip().startswith(r"\sum_i") else ""
+                body = rhs.lstrip()[len(prefix) :] if prefix else rhs
+                new = f"{head}{eq} {prefix}1.5\\,({body})" if eq else f"{prefix}1.5\\,({body})"
+                out.append(pytest.param(card, formula, new, id=f"{card.id}:{spec['fn']}"))
+    return out
+
+
+PREDICATES = {
+    name for name in CHECKS
+    if inspect.signature(CHECKS[name]).return_annotation in (bool, "bool")
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("card, old, new", _number_mutations())
+def test_every_checked_number_fails_when_mutated(card, old, new):
+    # A wrong number on the card (in the answer, or in the question a check reads it from)
+    # makes one of the card's checks fail.
+    assert run_checks(_mutate(card, old, new)), f"{old!r} -> {new!r} went unnoticed"
+
+
+@pytest.mark.parametrize("card, old, new", _formula_mutations())
+def test_every_checked_formula_fails_when_mutated(card, old, new):
+    assert run_checks(_mutate(card, old, new)), f"{old!r} -> {new!r} went unnoticed"
+
+
+# A wrong claim of the same shape for each predicate check the deck uses: the card's words
+# cannot be bumped like digits, so the test states the tempting wrong claim.
+WRONG_CLAIMS = {
+    "alibi_slopes_non_power_of_two": {"num_heads": 12, "pick": "each"},
+    "mrope_sections_count_pairs": {"head_dim": 128, "sections": [32, 48, 48]},
+    "rope_slowest_just_under": {"head_dim": 2, "base": 10000.0},
+    "meta_to_half_permutation": {"head_dim": 8, "num_heads": 2, "first": "odd"},
+    "sinusoid_wavelength_range": {"dim": 64, "base": 1000.0},
+    "llama4_nope_every": {"interval_word": "third"},
+    "cohere2_block": {"sliding_word": "two", "full_word": "one"},
+    "neox_rotary_fraction": {"fraction_word": "half"},
+    "qwen2vl_frames_per_temporal_patch": {"count_word": "three"},
+    "causal_layers_until_order": {"count_word": "three"},
+    "smollm3_nope_every": {"interval_word": "third"},
+    "rope_base_fails": {"context_length": 4096, "head_dim": 128, "base": 26952.34},
+}
+
+
+def test_every_predicate_check_has_a_wrong_claim():
+    used = {spec["fn"] for c in CHECKED for spec in c.checks} & PREDICATES
+    assert used == set(WRONG_CLAIMS)
+
+
+@pytest.mark.parametrize("name", sorted(WRONG_CLAIMS))
+def test_every_predicate_check_rejects_a_wrong_claim(name):
+    try:
+        verdict = CHECKS[name](**WRONG_CLAIMS[name])
+    except RuntimeError:  # transformers refuses the claim outright (run_check: a problem)
+        verdict = False
+    assert verdict is False
+
+
+def _quoted_mutations():
+    out = []
+    for card in CARDS:
+        for q in card.quoted:
+            digits = _LAST_NUMBER.findall(normalise_digits(q))
+            if not digits:
+                continue  # a quoted word ('half'): the stale-quote test below covers words
+            written = next((w for w in _written_forms(card, q)), None)
+            assert written, f"{card.id}: quoted {q!r} not found as written"
+            out.append(pytest.param(card, written, _bump_first_digit(written),
+                                    id=f"{card.id}:{q}"))  # fmt: skip
+    return out
+
+
+def _written_forms(card, quoted):
+    """How a quoted number is written on the card (500000 -> '500,000')."""
+    text = card.front + " " + card.back
+    for m in re.finditer(r"\d[\d,{}.\\]*\d[kKMB]?|\d[kKMB]?", text):
+        if normalise_digits(m.group(0)).lower() == normalise_digits(quoted).lower():
+            yield m.group(0)
+
+
+@pytest.mark.parametrize("card, old, new", _quoted_mutations())
+def test_every_quoted_number_is_tied_to_its_card(card, old, new):
+    # A quoted number is checked against its cited source by a reader; the lint ties it to
+    # the card, so changing the number on the card (not the quote) fails.
+    assert _number_problems(_mutate(card, old, new), card.id), f"{old} -> {new} went unnoticed"
