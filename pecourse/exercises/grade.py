@@ -166,7 +166,10 @@ class Limits:
     counted nowhere (``tests/exercises/test_limits.py`` grades both cases). The tmpfs
     folders (``/tmp``, home, ``/dev/shm``) hold ``sandbox.SCRATCH_MB`` each. The judge's
     own address space is ``memory_mb`` plus ``_runner.JUDGE_MB``; the policy check is
-    linear in a cell and refuses cells over ``policy.MAX_CHECKED_CHARS``.
+    linear in a cell and refuses cells over ``policy.MAX_CHECKED_CHARS``. With job cgroups,
+    the grader's processes together hold at most about 1.5 GB (itself, and the server and
+    zygote with torch preloaded) plus ``jobs`` times the job's cgroup limit
+    (``tests/exercises/test_class_of_100.py`` measures it).
     """
 
     cell_timeout: float = 30.0
