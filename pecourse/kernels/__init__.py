@@ -8,7 +8,8 @@ The modules here are *optimisations* of maths that lives, in readable form, in
 - :mod:`pecourse.kernels.rope` — the fast RoPE: cached cos/sin tables plus that kernel,
   :data:`FAST_ROPE`, the backend the model's rotary layers use.
 - :mod:`pecourse.kernels.rope_triton` — queries and keys rotated in one Triton launch, forward
-  and backward, as the custom op ``torch.ops.pecourse.rope_qk``. Importing it imports Triton:
+  and backward, as the custom op ``torch.ops.pecourse.rope_qk``, and ``TRITON_ROPE``, a
+  backend any rotary scheme can take. Importing it imports Triton:
   on a machine without a GPU set ``TRITON_INTERPRET=1`` *before* importing it to run the
   kernel in Triton's interpreter (slow, for tests).
 - :mod:`pecourse.kernels.flex` — attention with ALiBi / T5 / causal / sliding-window biases
@@ -18,9 +19,8 @@ Every compiled path is checked against its reference on the machine it runs on, 
 time it meets a configuration, and falls back (with a ``CompiledPathWarning``) where it
 disagrees: :mod:`pecourse.kernels.verify`; ``pecourse info`` shows the verdicts.
 
-:func:`apply_rope` is the fast RoPE entry point (the signature of
-:func:`pecourse.positions.rope.apply_rope`). This package builds on :mod:`pecourse.positions`,
-never the reverse (``docs/architecture.md``).
+:data:`apply_rope` is :func:`pecourse.positions.rope.apply_rope` with ``backend=FAST_ROPE``.
+This package builds on :mod:`pecourse.positions`, never the reverse (``docs/architecture.md``).
 
 Nothing is imported eagerly: ``import pecourse.kernels`` is free.
 """

@@ -11,22 +11,22 @@ the same signature:
 - :func:`pecourse.kernels.rope_cpu.rotate` rotates in one pass with a small C kernel.
 
 Together they are :data:`FAST_ROPE`, the backend the model gives its rotary layers
-(:func:`pecourse.model.build_scheme`). :func:`apply_rope` is
-:func:`pecourse.positions.rope.apply_rope` on this backend: same arguments, same numbers.
+(:func:`pecourse.model.build_scheme`). :data:`apply_rope` is
+:func:`pecourse.positions.rope.apply_rope` with ``backend=FAST_ROPE``: the same function,
+so the same arguments, checks and numbers.
 """
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections import OrderedDict
 
 import torch
 from torch import Tensor
 
-from .._validate import check_float
-from ..positions.rope import check_rope_args
-from ..positions.rotary import Rotary, compute_dtype
-from ..positions.rotary import cos_sin as _build
+from ..positions import rope as _rope
+from ..positions import rotary
 from . import rope_cpu
 
 __all__ = ["TABLES", "cos_sin", "FAST_ROPE", "apply_rope"]
@@ -39,8 +39,9 @@ class _TableCache:
     returned only when both are equal in value (``torch.equal``, linear in the sequence, far
     below the rotation's cost), so a tensor changed in place can never get a stale table.
     Not used while tracing, when ``inv_freq`` requires grad (the table must then stay in
-    the graph), or for positions on an accelerator (comparing values there would wait on the
-    device at every layer; building the small table costs less).
+    the graph), for a per-position ``scale`` tensor (xPos: its table is its own), or for
+    positions on an accelerator (comparing values there would wait on the device at every
+    layer; building the small table costs less).
     """
 
     def __init__(self, size: int = 8):
@@ -52,10 +53,11 @@ class _TableCache:
     def get(self, positions: Tensor, inv_freq: Tensor, scale: float, dtype) -> tuple:
         if (
             inv_freq.requires_grad
+            or isinstance(scale, Tensor)
             or torch.compiler.is_compiling()
             or positions.device.type != "cpu"
         ):
-            return _build(positions, inv_freq, scale, dtype=dtype)
+            return rotary.cos_sin(positions, inv_freq, scale, dtype=dtype)
         key = (
             tuple(positions.shape),
             positions.dtype,
@@ -73,7 +75,7 @@ class _TableCache:
                     self._entries.move_to_end((k, id(entry)))
                     self.hits += 1
                     return tables
-        tables = _build(positions, inv_freq, scale, dtype=dtype)
+        tables = rotary.cos_sin(positions, inv_freq, scale, dtype=dtype)
         entry = (positions.clone(), inv_freq.detach().clone(), tables)
         with self._lock:
             self.misses += 1
@@ -93,35 +95,16 @@ TABLES = _TableCache()
 
 
 def cos_sin(
-    positions: Tensor, inv_freq: Tensor, scale: float = 1.0, *, dtype=torch.float32
+    positions: Tensor, inv_freq: Tensor, scale: float | Tensor = 1.0, *, dtype=torch.float32
 ) -> tuple[Tensor, Tensor]:
     """:func:`pecourse.positions.rotary.cos_sin`, served from :data:`TABLES` when it recurs."""
     return TABLES.get(positions, inv_freq, scale, dtype)
 
 
 #: Cached tables and the C kernel: the rotary core's numbers, fast.
-FAST_ROPE = Rotary(cos_sin, rope_cpu.rotate, "fast")
+FAST_ROPE = rotary.Rotary(cos_sin, rope_cpu.rotate, "fast")
 
-
-def apply_rope(
-    x: Tensor,
-    positions: Tensor,
-    *,
-    inv_freq: Tensor | None = None,
-    base: float = 10000.0,
-    pairing: str = "half",
-    attention_factor: float = 1.0,
-    rotary_dim: int | None = None,
-) -> Tensor:
-    """:func:`pecourse.positions.rope.apply_rope`, the fast way: same arguments, same numbers.
-
-    The cos/sin table comes from :data:`TABLES` (built once for positions that recur) and
-    the rotation from the C kernel (or the PyTorch reference where the kernel is unavailable
-    or disagreed with it here, see :mod:`pecourse.kernels.verify`).
-    """
-    positions, rotary_dim, inv_freq = check_rope_args(
-        x, positions, pairing, rotary_dim, inv_freq, base
-    )
-    attention_factor = check_float("attention_factor", attention_factor, minimum=0.0)
-    cos, sin = cos_sin(positions, inv_freq, attention_factor, dtype=compute_dtype(x))
-    return rope_cpu.rotate(x, cos, sin, pairing=pairing)
+#: :func:`pecourse.positions.rope.apply_rope` on :data:`FAST_ROPE`: the table from
+#: :data:`TABLES`, the rotation from the C kernel (or the readable rotation where the kernel
+#: is unavailable or disagreed with it here, see :mod:`pecourse.kernels.verify`).
+apply_rope = functools.partial(_rope.apply_rope, backend=FAST_ROPE)

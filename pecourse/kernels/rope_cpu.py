@@ -16,8 +16,7 @@ How (and why this way). Three options were measured side by side on the course m
 ``benchmarks/rope_cpu.py``, ``benchmarks/results/rope_cpu.json``), as speed relative to transformers' eager code and to
 a plain copy of the same tensors (the memory-bandwidth limit):
 
-- PyTorch ops (then into a preallocated output; the readable reference is now
-  :func:`pecourse.positions.rotary.rotate_pairs`): 1.4-1.6x transformers' eager speed,
+- PyTorch ops written into a preallocated output: 1.4-1.6x transformers' eager speed,
   0.15x a copy — still one strided pass per product.
 - ``torch.compile`` of transformers' function: 3x eager, 0.3x a copy, after 10-40 s of
   compilation on first use and a recompilation for every new dtype / rank / pairing — too

@@ -21,7 +21,10 @@ The backward pass is the rotation by ``-theta`` (RoPE is orthogonal), the same k
 
 It is exposed as the custom op ``torch.ops.pecourse.rope_qk`` with a fake (meta)
 implementation and an autograd formula, so ``torch.compile`` traces through it without a
-graph break and ``torch.library.opcheck`` passes. Where it runs:
+graph break and ``torch.library.opcheck`` passes. :data:`TRITON_ROPE` is the rotary core's
+table with this kernel's rotation: a backend for
+:func:`pecourse.positions.rope.apply_rope` and every rotary scheme
+(``apply_rope(x, positions, backend=TRITON_ROPE)``). Where it runs:
 
 - CUDA tensors with Triton installed: the Triton kernel;
 - CPU tensors when ``TRITON_INTERPRET=1`` was set *before this module was imported*: the
@@ -41,11 +44,10 @@ import torch
 from torch import Tensor
 
 from .._validate import check_choice, check_tensor
-from ..positions import rope as _rope
-from ..positions.rotary import PAIRINGS, compute_dtype, rotate_pairs
+from ..positions.rotary import PAIRINGS, Rotary, _check_x, cos_sin, rotate_pairs
 from . import rope_cpu, verify
 
-__all__ = ["rope_qk", "apply_rope_qk", "backend", "HAS_TRITON", "INTERPRET"]
+__all__ = ["rope_qk", "rotate", "TRITON_ROPE", "backend", "HAS_TRITON", "INTERPRET"]
 
 #: True when ``TRITON_INTERPRET=1`` was set when this module was imported.
 INTERPRET = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
@@ -344,18 +346,8 @@ _rope_qk_op.register_autograd(_backward, setup_context=_setup_context)
 
 def _check(q: Tensor, k: Tensor, cos: Tensor, sin: Tensor) -> None:
     for name, t in (("q", q), ("k", k)):
-        check_tensor(name, t, floating=True)
-        if t.ndim != 4:
-            raise ValueError(
-                f"{name} must be [batch, heads, seq, head_dim] (4 dimensions), got shape "
-                f"{tuple(t.shape)}"
-            )
-        if t.shape[-1] % 2:
-            raise ValueError(
-                f"{name}.shape[-1] (head_dim) must be even: dimensions are rotated in pairs; "
-                f"got {t.shape[-1]}"
-            )
-        if t.shape[-1] > 1 and t.stride(-1) != 1:
+        _check_x(name, t)
+        if t.stride(-1) != 1:
             raise ValueError(
                 f"{name} must have a contiguous last dimension (stride 1), got stride "
                 f"{t.stride(-1)} for shape {tuple(t.shape)}; pass {name}.contiguous()"
@@ -420,30 +412,15 @@ def rope_qk(
     return _rope_qk_op(q, k, cos, sin, pairing == "interleaved", bool(inverse))
 
 
-def apply_rope_qk(
-    q: Tensor,
-    k: Tensor,
-    positions: Tensor,
-    *,
-    inv_freq: Tensor | None = None,
-    base: float = 10000.0,
-    pairing: str = "half",
-    attention_factor: float = 1.0,
-    rotary_dim: int | None = None,
-) -> tuple[Tensor, Tensor]:
-    """:func:`pecourse.positions.rope.apply_rope` for ``q`` and ``k`` at once, fused.
+def rotate(
+    x: Tensor, cos: Tensor, sin: Tensor, *, pairing: str = "half", inverse: bool = False
+) -> Tensor:
+    """:func:`pecourse.positions.rotary.rotate_pairs` on the fused kernel, for one tensor
+    ``[batch, heads, seq, head_dim]`` (the launch's key heads left empty)."""
+    _check_x("x", x)
+    x = x if x.stride(-1) == 1 else x.contiguous()
+    return rope_qk(x, x[:, :0], cos, sin, pairing=pairing, inverse=inverse)[0]
 
-    Same arguments as ``apply_rope`` (``positions`` ``[seq]`` or ``[batch, seq]``); builds
-    the float64 angle table with :func:`pecourse.positions.rope.rope_cos_sin` and calls
-    :func:`rope_qk`.
-    """
-    dim = q.shape[-1] if q.ndim else 0
-    rotary = dim if rotary_dim is None else rotary_dim
-    if inv_freq is None:
-        inv_freq = _rope.inv_freq(rotary, base, device=q.device)
-    if inv_freq.shape[-1] * 2 != rotary:
-        raise ValueError(
-            f"inv_freq must have rotary_dim // 2 = {rotary // 2} entries, got {inv_freq.shape[-1]}"
-        )
-    cos, sin = _rope.rope_cos_sin(positions, inv_freq, attention_factor, dtype=compute_dtype(q))
-    return rope_qk(q, k, cos, sin, pairing=pairing)
+
+#: The rotary core's tables and this module's rotation: a backend for any rotary scheme.
+TRITON_ROPE = Rotary(cos_sin, rotate, "triton")

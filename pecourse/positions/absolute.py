@@ -76,11 +76,11 @@ def sinusoidal_encoding(
     and the result cast to ``dtype``.
     """
     check_positions("positions", positions, ndim=tuple(range(0, 8)))
-    # cos(t·ω_i), sin(t·ω_i) in float64: the same angle table RoPE rotates by.
-    cos, sin = cos_sin(positions, sinusoidal_frequencies(dim, base), dtype=torch.float64)
+    # cos(t·ω_i), sin(t·ω_i): the same angle table RoPE rotates by, formed in float64 and
+    # rounded once to dtype by the rotary core.
+    cos, sin = cos_sin(positions, sinusoidal_frequencies(dim, base), dtype=dtype)
     # Stack (sin, cos) on a new last axis and flatten it: [s0, c0, s1, c1, ...].
-    pe = torch.stack((sin, cos), dim=-1)
-    return pe.flatten(-2).to(dtype)
+    return torch.stack((sin, cos), dim=-1).flatten(-2)
 
 
 def sinusoidal_table(

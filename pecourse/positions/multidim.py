@@ -23,7 +23,8 @@ own, independent set of rotation planes:
   every axis gets fast and slow frequencies.
 
 The angle tables and the rotation are the rotary core's
-(:mod:`pecourse.positions.rotary`), with its numerics.
+(:mod:`pecourse.positions.rotary`), with its numerics; every function and scheme that
+rotates takes ``backend=`` (:class:`~pecourse.positions.rotary.Rotary`) to run them.
 """
 
 from __future__ import annotations
@@ -44,7 +45,17 @@ from .._validate import (
     check_tensor,
 )
 from ..attention import PositionScheme
-from .rotary import PAIRINGS, compute_dtype, cos_sin, rope_frequencies, rotate_pairs
+from .rotary import (
+    PAIRINGS,
+    REFERENCE,
+    Rotary,
+    _check_backend,
+    _check_inv_freq,
+    _check_positions_shape,
+    _check_x,
+    compute_dtype,
+    rope_frequencies,
+)
 
 __all__ = [
     "grid_positions",
@@ -133,22 +144,6 @@ def pixel_inv_freq(axis_dim: int, max_freq: float = 10.0) -> Tensor:
     return torch.linspace(1.0, max_freq / 2, axis_dim // 2, dtype=torch.float64) * math.pi
 
 
-def _check_x(x: Tensor) -> Tensor:
-    check_tensor("x", x, ndim=4, floating=True)
-    check_even("head_dim (x.shape[-1])", x.shape[-1])
-    return x
-
-
-def _check_batch_seq(name: str, shape, x: Tensor, what: str) -> None:
-    """``shape`` is ``(seq,)`` or ``(batch, seq)``: it must match ``x``."""
-    b, _, s, _ = x.shape
-    if shape[-1] != s or (len(shape) == 2 and shape[0] not in (1, b)):
-        raise ValueError(
-            f"{name} must be {what} with seq = x.shape[2] = {s} and batch {b} (or 1), got "
-            f"shape {tuple(shape)}"
-        )
-
-
 def apply_axial_rope(
     x: Tensor,
     coords: Tensor,
@@ -156,6 +151,7 @@ def apply_axial_rope(
     inv_freq: Tensor | None = None,
     base: float = 10000.0,
     pairing: str = "interleaved",
+    backend: Rotary = REFERENCE,
 ) -> Tensor:
     r"""Axial RoPE: chunk ``a`` of the head rotated by coordinate ``a`` (arXiv:2403.13298, RoPE-Axial).
 
@@ -168,13 +164,14 @@ def apply_axial_rope(
     the default ``"interleaved"`` is rotary-embedding-torch's layout, which this matches
     to float32 round-off. Returns ``x``'s shape and dtype.
     """
-    _check_x(x)
+    _check_x("x", x)
     check_choice("pairing", pairing, PAIRINGS)
+    backend = _check_backend(backend)
     check_tensor("coords", coords, ndim=(2, 3))
     if coords.is_complex() or coords.dtype == torch.bool:
         raise TypeError(f"coords must be integer or real coordinates, got dtype {coords.dtype}")
     n_axes = coords.shape[0]
-    _check_batch_seq("coords", coords.shape[1:], x, "[n_axes, seq] or [n_axes, batch, seq]")
+    _check_positions_shape("coords", coords, x, lead="n_axes, ")
     if coords.is_floating_point() and not torch.isfinite(coords).all():
         raise ValueError("coords must be finite")
     d_axis = _axis_dim(x.shape[-1], n_axes)
@@ -190,9 +187,9 @@ def apply_axial_rope(
         )
     chunks = []
     for a in range(n_axes):  # chunk a turns by c_a · θ_i (angles in float64)
-        cos, sin = cos_sin(coords[a].to(x.device), inv_freq[a], dtype=compute_dtype(x))
+        table = backend.cos_sin(coords[a].to(x.device), inv_freq[a], 1.0, dtype=compute_dtype(x))
         chunk = x[..., a * d_axis : (a + 1) * d_axis]
-        chunks.append(rotate_pairs(chunk, cos, sin, pairing=pairing))
+        chunks.append(backend.rotate_pairs(chunk, *table, pairing=pairing))
     return torch.cat(chunks, dim=-1)
 
 
@@ -200,7 +197,7 @@ class AxialRoPE(PositionScheme):
     r"""Axial 2D/3D RoPE as a scheme (arXiv:2403.13298, RoPE-Axial): see :func:`apply_axial_rope`.
 
     ``AxialRoPE(head_dim, n_axes=2, base=10000.0, pairing="interleaved",
-    freqs_for="lang", max_freq=10.0, grid=None)``. ``freqs_for="lang"`` uses
+    freqs_for="lang", max_freq=10.0, grid=None, backend=REFERENCE)``. ``freqs_for="lang"`` uses
     :func:`axial_inv_freq` with integer coordinates; ``"pixel"`` uses :func:`pixel_inv_freq`
     with coordinates in ``[-1, 1]``.
 
@@ -222,8 +219,10 @@ class AxialRoPE(PositionScheme):
         freqs_for: str = "lang",
         max_freq: float = 10.0,
         grid: Sequence[int] | None = None,
+        backend: Rotary = REFERENCE,
     ):
         super().__init__()
+        self.backend = _check_backend(backend)
         self.axis_dim = _axis_dim(head_dim, n_axes)
         self.head_dim, self.n_axes = head_dim, n_axes
         self.pairing = check_choice("pairing", pairing, PAIRINGS)
@@ -265,7 +264,7 @@ class AxialRoPE(PositionScheme):
     def rotate(
         self, q: Tensor, k: Tensor, q_positions: Tensor, k_positions: Tensor
     ) -> tuple[Tensor, Tensor]:
-        kw = dict(inv_freq=self.inv_freq, pairing=self.pairing)
+        kw = dict(inv_freq=self.inv_freq, pairing=self.pairing, backend=self.backend)
         q = apply_axial_rope(q, self.coordinates("q_positions", q_positions), **kw)
         k = apply_axial_rope(k, self.coordinates("k_positions", k_positions), **kw)
         return q, k
@@ -352,6 +351,7 @@ def mrope_cos_sin(
     *,
     dtype=torch.float32,
     layout: str = "sections",
+    backend: Rotary = REFERENCE,
 ) -> tuple[Tensor, Tensor]:
     r"""M-RoPE's cos/sin tables, assembled section by section (arXiv:2409.12191, §2.1).
 
@@ -362,16 +362,18 @@ def mrope_cos_sin(
     (``torch.cat([m[i % 3] for i, m in enumerate(freqs.split(mrope_section, -1))])``),
     one column per pair (not duplicated). ``layout="interleaved"`` deals the frequencies
     out in turn (:func:`mrope_axis_of`). Returns ``(cos, sin)`` ``[batch, seq, d/2]`` in
-    ``dtype``, angles computed in float64, both scaled by ``attention_factor``.
+    ``dtype``, angles computed in float64, both scaled by ``attention_factor``, each axis's
+    table built by ``backend.cos_sin``.
     """
     positions = _check_mrope_positions(positions)
     check_tensor("inv_freq", inv_freq, ndim=1, floating=True)
     sections = _check_sections(mrope_section, inv_freq.shape[0])
     attention_factor = check_float("attention_factor", attention_factor, minimum=0.0)
+    table = _check_backend(backend).cos_sin
     # The tables of each axis, then frequency i taken from the axis that drives it:
     # axis_of = [0]*s0 + [1]*s1 + [2]*s2 for sections, or dealt in turn when interleaved.
     axis_of = mrope_axis_of(sections, layout).to(positions.device)
-    tables = [cos_sin(positions[a], inv_freq, attention_factor, dtype=dtype) for a in range(3)]
+    tables = [table(positions[a], inv_freq, attention_factor, dtype=dtype) for a in range(3)]
     cos = torch.where(
         axis_of == 0, tables[0][0], torch.where(axis_of == 1, tables[1][0], tables[2][0])
     )
@@ -391,6 +393,7 @@ def apply_mrope(
     pairing: str = "half",
     attention_factor: float = 1.0,
     layout: str = "sections",
+    backend: Rotary = REFERENCE,
 ) -> Tensor:
     r"""Rotate queries or keys with multimodal RoPE (Qwen2-VL, arXiv:2409.12191, §2.1).
 
@@ -401,20 +404,15 @@ def apply_mrope(
     rows of ``positions`` equal (text) it is exactly 1D RoPE. ``layout`` is passed to
     :func:`mrope_cos_sin`. Returns ``x``'s shape and dtype.
     """
-    _check_x(x)
+    head_dim = _check_x("x", x)
     check_choice("pairing", pairing, PAIRINGS)
+    backend = _check_backend(backend)
     positions = _check_mrope_positions(positions)
-    _check_batch_seq("positions", positions.shape[1:], x, "[3, batch, seq]")
-    half = x.shape[-1] // 2
-    if inv_freq is None:
-        inv_freq = rope_frequencies(x.shape[-1], check_base(base), device=x.device)
-    check_tensor("inv_freq", inv_freq, ndim=1, floating=True)
-    if inv_freq.shape[0] != half:
-        raise ValueError(f"inv_freq must have head_dim/2 = {half} entries, got {inv_freq.shape[0]}")
-    cos, sin = mrope_cos_sin(
-        positions, inv_freq, mrope_section, attention_factor, dtype=compute_dtype(x), layout=layout
-    )
-    return rotate_pairs(x, cos, sin, pairing=pairing)
+    _check_positions_shape("positions", positions, x, lead="3, ")
+    inv_freq = _check_inv_freq(inv_freq, head_dim // 2, base, x.device)
+    kw = dict(dtype=compute_dtype(x), layout=layout, backend=backend)
+    cos, sin = mrope_cos_sin(positions, inv_freq, mrope_section, attention_factor, **kw)
+    return backend.rotate_pairs(x, cos, sin, pairing=pairing)
 
 
 def _check_segment(i: int, seg) -> int | tuple[int, int, int]:
@@ -491,7 +489,8 @@ def mrope_position_ids(
 class MRoPE(PositionScheme):
     r"""Multimodal RoPE (Qwen2-VL, arXiv:2409.12191) as a scheme; see :func:`apply_mrope`.
 
-    ``MRoPE(head_dim, mrope_section, base=10000.0, pairing="half", layout="sections")``
+    ``MRoPE(head_dim, mrope_section, base=10000.0, pairing="half", layout="sections",
+    backend=REFERENCE)``
     (``layout="interleaved"``: Qwen3-VL's order, see :func:`mrope_axis_of`). Hook positions are
     ``[3, batch, seq]`` (from :func:`mrope_position_ids`). 1-D ``[seq]`` or 2-D
     ``[batch, seq]`` positions are read as *text* and repeated on all three axes — what
@@ -507,8 +506,10 @@ class MRoPE(PositionScheme):
         base: float = 10000.0,
         pairing: str = "half",
         layout: str = "sections",
+        backend: Rotary = REFERENCE,
     ):
         super().__init__()
+        self.backend = _check_backend(backend)
         self.head_dim = check_even("head_dim", head_dim)
         self.mrope_section = _check_sections(mrope_section, self.head_dim // 2)
         self.pairing = check_choice("pairing", pairing, PAIRINGS)
@@ -529,6 +530,7 @@ class MRoPE(PositionScheme):
         self, q: Tensor, k: Tensor, q_positions: Tensor, k_positions: Tensor
     ) -> tuple[Tensor, Tensor]:
         kw = dict(inv_freq=self.inv_freq, pairing=self.pairing, layout=self.layout)
+        kw["backend"] = self.backend
         q = apply_mrope(q, self._as_3d("q_positions", q_positions), self.mrope_section, **kw)
         k = apply_mrope(k, self._as_3d("k_positions", k_positions), self.mrope_section, **kw)
         return q, k

@@ -23,13 +23,11 @@ The two give the same model once the rows of ``W_q`` and ``W_k`` are permuted
 (:func:`pairing_permutation`, :func:`permute_qk_weight`), which is exactly what the
 LLaMA → transformers conversion script does.
 
-The arithmetic (the angle table and the rotation, with the course's numerics) lives in
-:mod:`pecourse.positions.rotary`; this module checks arguments and names the pieces.
+The arithmetic (the angle table and the rotation, with the course's numerics) and the
+argument checks live in :mod:`pecourse.positions.rotary`; this module names the pieces.
 """
 
 from __future__ import annotations
-
-import functools
 
 import torch
 from jaxtyping import Float, Integer
@@ -50,10 +48,14 @@ from .rotary import (
     PAIRINGS,
     REFERENCE,
     Rotary,
+    _check_backend,
+    _check_head_dim,
+    _check_positions_shape,
+    _check_rope_args,
+    _check_rotary_dim,
     compute_dtype,
     cos_sin,
     rope_frequencies,
-    rotate_pairs,
 )
 
 __all__ = [
@@ -67,8 +69,6 @@ __all__ = [
     "pairing_permutation",
     "permute_qk_weight",
     "RoPE",
-    "check_rotary_dim",
-    "check_rope_args",
 ]
 
 
@@ -83,11 +83,6 @@ def inv_freq(head_dim: int, base: float = 10000.0, *, dtype=torch.float64, devic
     head_dim = check_even("head_dim", head_dim)
     base = check_base(base)
     return rope_frequencies(head_dim, base, dtype=dtype, device=device)
-
-
-@functools.lru_cache(maxsize=32)
-def _frequencies(rotary_dim: int, base: float, device: str) -> Tensor:
-    return rope_frequencies(rotary_dim, base, device=device)
 
 
 def rope_cos_sin(
@@ -106,57 +101,6 @@ def rope_cos_sin(
     return cos_sin(positions, inv_freq, attention_factor, dtype=dtype)
 
 
-def check_rotary_dim(head_dim: int, rotary_dim) -> int:
-    """``rotary_dim`` (``None`` means all of ``head_dim``): even and at most ``head_dim``."""
-    rotary_dim = check_even("rotary_dim", head_dim if rotary_dim is None else rotary_dim)
-    if rotary_dim > head_dim:
-        raise ValueError(
-            f"rotary_dim must be <= head_dim ({head_dim}) (only the first rotary_dim "
-            f"dimensions rotate), got {rotary_dim}"
-        )
-    return rotary_dim
-
-
-def _check_positions_shape(name: str, positions: Tensor, x: Tensor) -> None:
-    """Positions ``[seq]`` or ``[batch|1, seq]`` matching ``x`` ``[batch, heads, seq, d]``."""
-    b, s = x.shape[0], x.shape[2]
-    if positions.ndim not in (1, 2) or positions.shape[-1] != s:
-        raise ValueError(
-            f"{name} must have one entry per token (seq = x.shape[2] = {s}), got shape "
-            f"{tuple(positions.shape)}"
-        )
-    if positions.ndim == 2 and positions.shape[0] not in (1, b):
-        raise ValueError(
-            f"{name} [batch, seq] must have batch = {b} (or 1 to share), got shape "
-            f"{tuple(positions.shape)}"
-        )
-
-
-def check_rope_args(x, positions, pairing: str, rotary_dim, inv_freq=None, base=10000.0):
-    """The checks of every public rotary function: returns ``(positions, rotary_dim, inv_freq)``.
-
-    ``x`` 4-D float with an even last size; integer, non-negative positions ``[seq]`` or
-    ``[batch, seq]`` matching it; a known ``pairing``; ``rotary_dim`` even and ≤ ``head_dim``;
-    ``inv_freq`` of ``rotary_dim / 2`` entries (default: :func:`inv_freq` of ``base``).
-    """
-    check_tensor("x", x, ndim=4, floating=True)
-    check_choice("pairing", pairing, PAIRINGS)
-    head_dim = check_even("head_dim (x.shape[-1])", x.shape[-1])
-    rotary_dim = check_rotary_dim(head_dim, rotary_dim)
-    positions = check_positions("positions", positions)
-    _check_positions_shape("positions", positions, x)
-    if inv_freq is None:
-        base = check_base(base)
-        inv_freq = _frequencies(rotary_dim, base, str(x.device))
-    check_tensor("inv_freq", inv_freq, ndim=1, floating=True)
-    if inv_freq.shape[0] != rotary_dim // 2:
-        raise ValueError(
-            f"inv_freq must have rotary_dim // 2 = {rotary_dim // 2} entries (one per rotated "
-            f"pair), got {inv_freq.shape[0]}"
-        )
-    return positions, rotary_dim, inv_freq
-
-
 def apply_rope(
     x: Float[Tensor, "batch heads seq head_dim"],
     positions: Integer[Tensor, "*batch seq"],
@@ -166,6 +110,7 @@ def apply_rope(
     pairing: str = "half",
     attention_factor: float = 1.0,
     rotary_dim: int | None = None,
+    backend: Rotary = REFERENCE,
 ) -> Float[Tensor, "batch heads seq head_dim"]:
     r"""Rotate queries or keys by their positions (RoPE, arXiv:2104.09864, eq. 34).
 
@@ -178,17 +123,18 @@ def apply_rope(
     * ``attention_factor``: multiplies cos and sin, as transformers' ``attention_scaling``
       (so the logits are scaled by its square).
     * ``rotary_dim``: rotate only the first ``rotary_dim`` dimensions (partial rotary).
-
-    This is the readable code (:mod:`pecourse.positions.rotary`);
-    :func:`pecourse.kernels.apply_rope` has the same signature and numbers, with cached
-    tables and a C kernel.
+    * ``backend``: the :class:`~pecourse.positions.rotary.Rotary` that builds the table and
+      rotates; by default the readable code of :mod:`pecourse.positions.rotary`.
+      :func:`pecourse.kernels.apply_rope` is this function on
+      :data:`pecourse.kernels.FAST_ROPE` (cached tables and a C kernel, the same numbers).
     """
-    positions, rotary_dim, inv_freq = check_rope_args(
-        x, positions, pairing, rotary_dim, inv_freq, base
+    positions, rotary_dim, inv_freq = _check_rope_args(
+        x, positions, pairing=pairing, rotary_dim=rotary_dim, inv_freq=inv_freq, base=base
     )
     attention_factor = check_float("attention_factor", attention_factor, minimum=0.0)
-    cos, sin = cos_sin(positions, inv_freq, attention_factor, dtype=compute_dtype(x))
-    return rotate_pairs(x, cos, sin, pairing=pairing)
+    backend = _check_backend(backend)
+    cos, sin = backend.cos_sin(positions, inv_freq, attention_factor, dtype=compute_dtype(x))
+    return backend.rotate_pairs(x, cos, sin, pairing=pairing)
 
 
 def apply_rope_complex(
@@ -209,17 +155,15 @@ def apply_rope_complex(
     Same arguments, shapes and checks as :func:`apply_rope`, and the same result to float32
     round-off; it exists to show that a rotation in a plane *is* a complex product.
     """
-    positions, rotary_dim, inv_freq = check_rope_args(
-        x, positions, pairing, rotary_dim, inv_freq, base
+    positions, rotary_dim, inv_freq = _check_rope_args(
+        x, positions, pairing=pairing, rotary_dim=rotary_dim, inv_freq=inv_freq, base=base
     )
     attention_factor = check_float("attention_factor", attention_factor, minimum=0.0)
-    # a·e^{i m θ} = a·cos(mθ) + i·a·sin(mθ), from the float64 table, then complex64 (float32
-    # parts) for the product, or complex128 for float64 inputs.
-    cos, sin = cos_sin(positions, inv_freq.to(x.device), attention_factor, dtype=torch.float64)
-    rot = torch.complex(cos, sin)
-    rot = rot[None, None] if rot.ndim == 2 else rot[:, None]
+    # a·e^{i m θ} = a·cos(mθ) + i·a·sin(mθ): the rotary core's table (rounded there to
+    # float32, or float64 for float64 inputs) as the parts of complex64 (complex128).
     real = compute_dtype(x)
-    rot = rot.to(torch.complex128 if real == torch.float64 else torch.complex64)
+    rot = torch.complex(*cos_sin(positions, inv_freq.to(x.device), attention_factor, dtype=real))
+    rot = rot[None, None] if rot.ndim == 2 else rot[:, None]
     xr = x[..., :rotary_dim].to(real)
     if pairing == "interleaved":  # (x_{2j}, x_{2j+1}) are already adjacent: view as complex
         z = torch.view_as_complex(xr.reshape(*xr.shape[:-1], rotary_dim // 2, 2).contiguous())
@@ -313,16 +257,6 @@ def permute_qk_weight(weight: Tensor, num_heads: int, *, to: str = "half") -> Te
     return per_head[:, perm].reshape(weight.shape)
 
 
-def check_head_dim(scheme, q: Tensor, k: Tensor) -> None:
-    """A scheme built for ``head_dim`` refuses q/k of another size (no silent partial rotary)."""
-    for name, t in (("q", q), ("k", k)):
-        if t.ndim != 4 or t.shape[-1] != scheme.head_dim:
-            raise ValueError(
-                f"{type(scheme).__name__} was built for head_dim={scheme.head_dim}; {name} must be "
-                f"[batch, heads, seq, {scheme.head_dim}], got {tuple(t.shape)}"
-            )
-
-
 class RoPE(PositionScheme):
     """RoPE as a positional scheme: rotates queries and keys in the ``rotate`` hook.
 
@@ -357,12 +291,12 @@ class RoPE(PositionScheme):
     ):
         super().__init__()
         self.head_dim = check_even("head_dim", head_dim)
-        self.rotary_dim = check_rotary_dim(self.head_dim, rotary_dim)
+        self.rotary_dim = _check_rotary_dim(self.head_dim, rotary_dim)
         self.base = check_base(base)
         self.pairing = check_choice("pairing", pairing, PAIRINGS)
         self.scaling = check_choice("scaling", scaling, tuple(SCALINGS))
         self.scaling_kwargs = dict(scaling_kwargs)
-        self.backend = backend
+        self.backend = _check_backend(backend)
         self._fn = SCALINGS[scaling]
         # Compute once now: validates the parameters, and is the answer for every call of
         # a length-independent scaling. Kept as plain attributes (not buffers) so that
@@ -385,7 +319,7 @@ class RoPE(PositionScheme):
         q_positions: Integer[Tensor, "*batch q_len"],
         k_positions: Integer[Tensor, "*batch k_len"],
     ) -> tuple[Tensor, Tensor]:
-        check_head_dim(self, q, k)
+        _check_head_dim(self, q, k)
         _check_positions_shape("q_positions", q_positions, q)
         _check_positions_shape("k_positions", k_positions, k)
         if self.scaling in self._SEQ_DEPENDENT:

@@ -33,27 +33,30 @@ The schemes (:class:`ReRoPE`, :class:`LeakyReRoPE`, :class:`SelfExtend`) plug th
 ``merged - q·kᵀ/√d``, so that the logits
 attention forms (``q·kᵀ/√d + bias``) are the merged ones (to float round-off of the
 plain logits). This keeps one attention function for the whole course, at the cost of one
-extra score matrix; a production kernel would fuse the two passes instead.
+extra score matrix; a production kernel would fuse the two passes instead. Every function
+and scheme here takes ``backend=`` (:class:`~pecourse.positions.rotary.Rotary`), which
+builds the tables and rotates.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
-from .._validate import (
-    check_base,
-    check_choice,
-    check_float,
-    check_int,
-    check_positions,
-    check_tensor,
-)
+from .._validate import check_base, check_choice, check_float, check_int, check_positions
 from ..attention import PositionScheme, relative_offsets
-from .rotary import PAIRINGS, compute_dtype, cos_sin, rope_frequencies, rotate_pairs
+from .rotary import (
+    PAIRINGS,
+    REFERENCE,
+    Rotary,
+    _check_backend,
+    _check_rope_args,
+    compute_dtype,
+)
 
 __all__ = [
     "METHODS",
@@ -70,30 +73,38 @@ __all__ = [
 METHODS = ("rerope", "leaky_rerope", "self_extend")
 
 
-def _position_map(method: str, window: int, ratio, group_size) -> tuple[Callable, float]:
-    r"""``(g, shift)`` such that far offsets are ``Δ' = g(m) + shift - g(n)``.
+@dataclass(frozen=True)
+class _Remap:
+    """A method and its settings, checked: offsets below ``window`` stay exact, and the far
+    ones are ``Δ' = g(m) + shift - g(n)`` (:meth:`position_map`)."""
 
-    ReRoPE: ``g = 0``, shift ``w``; leaky: ``g(p) = p/ratio``, shift ``w(1 - 1/ratio)``;
-    Self-Extend: ``g(p) = ⌊p/G⌋``, shift ``w - ⌊w/G⌋``.
-    """
-    if method == "rerope":
-        return (lambda p: torch.zeros_like(p, dtype=torch.float64)), float(window)
-    if method == "leaky_rerope":
-        return (lambda p: p.to(torch.float64) / ratio), window * (1 - 1 / ratio)
-    return (
-        lambda p: torch.div(p, group_size, rounding_mode="floor").to(torch.float64),
-        float(window - window // group_size),
-    )
+    method: str
+    window: int
+    ratio: float | None = None
+    group_size: int | None = None
 
+    def __post_init__(self):
+        check_choice("method", self.method, METHODS)
+        object.__setattr__(self, "window", check_int("window", self.window, minimum=1))
+        if self.method == "leaky_rerope":
+            object.__setattr__(self, "ratio", check_float("ratio", self.ratio, minimum=1.0))
+        if self.method == "self_extend":
+            group_size = check_int("group_size", self.group_size, minimum=1)
+            object.__setattr__(self, "group_size", group_size)
 
-def _check_method_args(method, window, ratio, group_size):
-    check_choice("method", method, METHODS)
-    window = check_int("window", window, minimum=1)
-    if method == "leaky_rerope":
-        ratio = check_float("ratio", ratio, minimum=1.0)
-    if method == "self_extend":
-        group_size = check_int("group_size", group_size, minimum=1)
-    return window, ratio, group_size
+    def position_map(self) -> tuple[Callable[[Tensor], Tensor], float]:
+        r"""``(g, shift)``. ReRoPE: ``g = 0``, shift ``w``; leaky: ``g(p) = p/ratio``, shift
+        ``w(1 - 1/ratio)``; Self-Extend: ``g(p) = ⌊p/G⌋``, shift ``w - ⌊w/G⌋``."""
+        w = self.window
+        if self.method == "rerope":
+            return (lambda p: torch.zeros_like(p, dtype=torch.float64)), float(w)
+        if self.method == "leaky_rerope":
+            return (lambda p: p.to(torch.float64) / self.ratio), w * (1 - 1 / self.ratio)
+        g = self.group_size
+        return (
+            lambda p: torch.div(p, g, rounding_mode="floor").to(torch.float64),
+            float(w - w // g),
+        )
 
 
 def _offsets(q_positions: Tensor, k_positions: Tensor) -> Tensor:
@@ -116,10 +127,10 @@ def effective_offsets(
     merged scores of :func:`rerope_scores` and friends realise; plot it to see the remap.
     Positions are integer ``[L]`` or ``[batch, L]``.
     """
-    window, ratio, group_size = _check_method_args(method, window, ratio, group_size)
+    remap = _Remap(method, window, ratio, group_size)
     q_positions = check_positions("q_positions", q_positions)
     k_positions = check_positions("k_positions", k_positions)
-    g, shift = _position_map(method, window, ratio, group_size)
+    g, shift = remap.position_map()
     delta = _offsets(q_positions, k_positions).to(torch.float64)
     far = _offsets(g(q_positions), g(k_positions))
     return torch.where(
@@ -136,66 +147,53 @@ def _expand_kv(k: Tensor, heads: int) -> Tensor:
     return k.repeat_interleave(heads // k.shape[1], dim=1) if heads != k.shape[1] else k
 
 
-def _merged_scores(q, *args) -> Tensor:
-    """The merged logits in ``q.dtype`` (what the public functions return)."""
-    return _merged_logits(q, *args).to(q.dtype)
-
-
 def _merged_logits(
-    q, k, q_positions, k_positions, method, window, ratio, group_size, base, pairing, inv_freq
+    q: Tensor,
+    k: Tensor,
+    q_positions: Tensor,
+    k_positions: Tensor,
+    remap: _Remap,
+    *,
+    base: float,
+    pairing: str,
+    inv_freq: Tensor | None,
+    backend: Rotary,
 ) -> Tensor:
-    """Validate, then ``where(|Δ| < w, near, far)`` logits divided by √d.
+    """Check, then ``where(|Δ| < w, near, far)`` logits divided by √d.
 
     Computed in float32 (float64 for float64 inputs); the public functions cast the result
     to ``q.dtype``, the schemes keep it to form their bias without a second rounding.
     """
-    window, ratio, group_size = _check_method_args(method, window, ratio, group_size)
-    check_choice("pairing", pairing, PAIRINGS)
-    check_tensor("q", q, ndim=4, floating=True)
-    check_tensor("k", k, ndim=4, floating=True)
-    b, h, lq, d = q.shape
-    if k.shape[0] != b or k.shape[3] != d:
+    q_positions, d, inv_freq = _check_rope_args(
+        q, q_positions, pairing=pairing, inv_freq=inv_freq, base=base, name="q"
+    )
+    k_positions, d_k, _ = _check_rope_args(k, k_positions, pairing=pairing, base=base, name="k")
+    if k.shape[0] != q.shape[0] or d_k != d:
         raise ValueError(
-            f"k must be [batch={b}, kv_heads, Lk, head_dim={d}] to match q, got {tuple(k.shape)}"
+            f"k must be [batch={q.shape[0]}, kv_heads, Lk, head_dim={d}] to match q, got "
+            f"{tuple(k.shape)}"
         )
-    if d % 2:
-        raise ValueError(f"head_dim must be even (pairs are rotated), got {d}")
-    q_positions = check_positions("q_positions", q_positions)
-    k_positions = check_positions("k_positions", k_positions)
-    for name, pos, length in (
-        ("q_positions", q_positions, lq),
-        ("k_positions", k_positions, k.shape[2]),
-    ):
-        if pos.shape[-1] != length or (pos.ndim == 2 and pos.shape[0] not in (1, b)):
-            raise ValueError(
-                f"{name} must be [{length}] or [batch={b}, {length}], got {tuple(pos.shape)}"
-            )
-    if inv_freq is None:
-        inv_freq = rope_frequencies(d, check_base(base), device=q.device)
-    check_tensor("inv_freq", inv_freq, ndim=1, floating=True)
-    if inv_freq.shape[0] != d // 2:
-        raise ValueError(
-            f"inv_freq must have head_dim // 2 = {d // 2} entries, got {inv_freq.shape[0]}"
-        )
-    k = _expand_kv(k, h)
+    backend = _check_backend(backend)
+    k = _expand_kv(k, q.shape[1])
     # bf16/fp16 inputs are rotated and multiplied in float32 (docs/architecture.md).
     q, k = q.to(compute_dtype(q)), k.to(compute_dtype(q))
 
     def rotated_scores(q_pos: Tensor, k_pos: Tensor) -> Tensor:
         # RoPE at (possibly fractional) positions, with the rotary core's float64 angles.
-        qr = rotate_pairs(q, *cos_sin(q_pos, inv_freq, dtype=q.dtype), pairing=pairing)
-        kr = rotate_pairs(k, *cos_sin(k_pos, inv_freq, dtype=k.dtype), pairing=pairing)
+        tables = [backend.cos_sin(p, inv_freq, 1.0, dtype=q.dtype) for p in (q_pos, k_pos)]
+        qr = backend.rotate_pairs(q, *tables[0], pairing=pairing)
+        kr = backend.rotate_pairs(k, *tables[1], pairing=pairing)
         return qr @ kr.transpose(-1, -2)
 
     delta = _offsets(q_positions, k_positions)
     delta = delta[None, None] if delta.ndim == 2 else delta[:, None]  # -> [b|1, 1, Lq, Lk]
-    g, shift = _position_map(method, window, ratio, group_size)
+    g, shift = remap.position_map()
     gq, gk = g(q_positions), g(k_positions)
     scores = rotated_scores(q_positions, k_positions)  # near: exact offsets
-    past = delta >= window
+    past = delta >= remap.window
     if past.any():  # keys far behind the query: Δ' = g(m) + shift - g(n)
         scores = torch.where(past, rotated_scores(gq + shift, gk), scores)
-    future = delta <= -window
+    future = delta <= -remap.window
     if future.any():  # keys far ahead (non-causal only): Δ' = g(m) - g(n) - shift
         scores = torch.where(future, rotated_scores(gq, gk + shift), scores)
     return scores / math.sqrt(d)
@@ -211,6 +209,7 @@ def rerope_scores(
     base: float = 10000.0,
     pairing: str = "half",
     inv_freq: Tensor | None = None,
+    backend: Rotary = REFERENCE,
 ) -> Tensor:
     r"""ReRoPE logits (Su 2023): exact RoPE for ``|Δ| < window``, offset clipped to
     ``±window`` beyond.
@@ -219,9 +218,9 @@ def rerope_scores(
     ``[L]`` or ``[b, L]``. Returns ``q'·k'/√d`` ``[b, h, Lq, Lk]`` in ``q``'s dtype, before
     any mask.
     """
-    return _merged_scores(
-        q, k, q_positions, k_positions, "rerope", window, None, None, base, pairing, inv_freq
-    )
+    remap = _Remap("rerope", window)
+    kw = dict(base=base, pairing=pairing, inv_freq=inv_freq, backend=backend)
+    return _merged_logits(q, k, q_positions, k_positions, remap, **kw).to(q.dtype)
 
 
 def leaky_rerope_scores(
@@ -235,6 +234,7 @@ def leaky_rerope_scores(
     base: float = 10000.0,
     pairing: str = "half",
     inv_freq: Tensor | None = None,
+    backend: Rotary = REFERENCE,
 ) -> Tensor:
     r"""Leaky ReRoPE logits (Su 2023): beyond ``window`` offsets grow with slope
     ``1/ratio``, ``Δ' = w + (Δ - w)/ratio`` — fractional positions, which is why the angle
@@ -242,9 +242,9 @@ def leaky_rerope_scores(
 
     Shapes as :func:`rerope_scores`.
     """
-    return _merged_scores(
-        q, k, q_positions, k_positions, "leaky_rerope", window, ratio, None, base, pairing, inv_freq
-    )
+    remap = _Remap("leaky_rerope", window, ratio=ratio)
+    kw = dict(base=base, pairing=pairing, inv_freq=inv_freq, backend=backend)
+    return _merged_logits(q, k, q_positions, k_positions, remap, **kw).to(q.dtype)
 
 
 def self_extend_scores(
@@ -258,6 +258,7 @@ def self_extend_scores(
     base: float = 10000.0,
     pairing: str = "half",
     inv_freq: Tensor | None = None,
+    backend: Rotary = REFERENCE,
 ) -> Tensor:
     r"""Self-Extend logits (Jin et al. 2024, arXiv:2401.01325, and its pseudocode).
 
@@ -267,19 +268,9 @@ def self_extend_scores(
     reads up to ``G·(L₀ - window) + window`` tokens (the authors' rule for choosing ``G``).
     Shapes as :func:`rerope_scores`.
     """
-    return _merged_scores(
-        q,
-        k,
-        q_positions,
-        k_positions,
-        "self_extend",
-        window,
-        None,
-        group_size,
-        base,
-        pairing,
-        inv_freq,
-    )
+    remap = _Remap("self_extend", window, group_size=group_size)
+    kw = dict(base=base, pairing=pairing, inv_freq=inv_freq, backend=backend)
+    return _merged_logits(q, k, q_positions, k_positions, remap, **kw).to(q.dtype)
 
 
 class _RemappedRoPE(PositionScheme):
@@ -287,71 +278,64 @@ class _RemappedRoPE(PositionScheme):
 
     method = ""
 
-    def __init__(self, window, *, ratio=None, group_size=None, base=10000.0, pairing="half"):
+    def __init__(
+        self, window, *, ratio=None, group_size=None, base=10000.0, pairing="half", backend
+    ):
         super().__init__()
-        self.window, self.ratio, self.group_size = _check_method_args(
-            self.method, window, ratio, group_size
-        )
+        self.remap = _Remap(self.method, window, ratio, group_size)
         self.base = check_base(base)
         self.pairing = check_choice("pairing", pairing, PAIRINGS)
+        self.backend = _check_backend(backend)
 
     def score_bias(self, q: Tensor, k: Tensor, q_positions: Tensor, k_positions: Tensor) -> Tensor:
         # attention() adds this to q·kᵀ/√d of the *unrotated* q, k (rotate is the identity),
         # so subtracting that term leaves exactly the merged logits.
-        merged = _merged_logits(
-            q,
-            k,
-            q_positions,
-            k_positions,
-            self.method,
-            self.window,
-            self.ratio,
-            self.group_size,
-            self.base,
-            self.pairing,
-            None,
-        )
+        kw = dict(base=self.base, pairing=self.pairing, inv_freq=None, backend=self.backend)
+        merged = _merged_logits(q, k, q_positions, k_positions, self.remap, **kw)
         # In float32 for half inputs: attention() promotes its logits to the bias's dtype,
         # so the merged logits come back with only the rounding of its own q·kᵀ.
         plain = q.to(merged.dtype) @ k.to(merged.dtype).transpose(-1, -2)
         return merged - plain / math.sqrt(q.shape[-1])
 
     def extra_repr(self) -> str:
-        extra = f", ratio={self.ratio}" if self.method == "leaky_rerope" else ""
-        extra += f", group_size={self.group_size}" if self.method == "self_extend" else ""
-        return f"window={self.window}{extra}, base={self.base}, pairing={self.pairing!r}"
+        r = self.remap
+        extra = f", ratio={r.ratio}" if r.ratio is not None else ""
+        extra += f", group_size={r.group_size}" if r.group_size is not None else ""
+        return f"window={r.window}{extra}, base={self.base}, pairing={self.pairing!r}"
 
 
 class ReRoPE(_RemappedRoPE):
-    """ReRoPE as a scheme: ``ReRoPE(window, base=10000.0, pairing="half")``; see
-    :func:`rerope_scores`.
+    """ReRoPE as a scheme: ``ReRoPE(window, base=10000.0, pairing="half",
+    backend=REFERENCE)``; see :func:`rerope_scores`.
     """
 
     method = "rerope"
 
-    def __init__(self, window: int, *, base: float = 10000.0, pairing: str = "half"):
-        super().__init__(window, base=base, pairing=pairing)
+    def __init__(self, window: int, *, base=10000.0, pairing="half", backend=REFERENCE):
+        super().__init__(window, base=base, pairing=pairing, backend=backend)
 
 
 class LeakyReRoPE(_RemappedRoPE):
-    """Leaky ReRoPE as a scheme: ``LeakyReRoPE(window, ratio, base=10000.0, pairing="half")``;
-    see :func:`leaky_rerope_scores`.
+    """Leaky ReRoPE as a scheme: ``LeakyReRoPE(window, ratio, base=10000.0, pairing="half",
+    backend=REFERENCE)``; see :func:`leaky_rerope_scores`.
     """
 
     method = "leaky_rerope"
 
-    def __init__(self, window: int, ratio: float, *, base: float = 10000.0, pairing: str = "half"):
-        super().__init__(window, ratio=ratio, base=base, pairing=pairing)
+    def __init__(
+        self, window: int, ratio: float, *, base=10000.0, pairing="half", backend=REFERENCE
+    ):
+        super().__init__(window, ratio=ratio, base=base, pairing=pairing, backend=backend)
 
 
 class SelfExtend(_RemappedRoPE):
     """Self-Extend as a scheme (arXiv:2401.01325): ``SelfExtend(window, group_size,
-    base=10000.0, pairing="half")``; see :func:`self_extend_scores`.
+    base=10000.0, pairing="half", backend=REFERENCE)``; see :func:`self_extend_scores`.
     """
 
     method = "self_extend"
 
     def __init__(
-        self, window: int, group_size: int, *, base: float = 10000.0, pairing: str = "half"
+        self, window: int, group_size: int, *, base=10000.0, pairing="half", backend=REFERENCE
     ):
-        super().__init__(window, group_size=group_size, base=base, pairing=pairing)
+        super().__init__(window, group_size=group_size, base=base, pairing=pairing, backend=backend)

@@ -18,20 +18,24 @@ Which coordinates form a pair is a convention (:data:`PAIRINGS`): ``"half"`` pai
 with ``x_{i+R/2}`` (GPT-NeoX, transformers' ``rotate_half``), ``"interleaved"`` pairs
 ``x_{2i}`` with ``x_{2i+1}`` (the paper, GPT-J, Meta's LLaMA code).
 
-These functions trust their callers (the public functions and scheme constructors check
-arguments); shapes are in the signatures. :mod:`pecourse.kernels` builds the fast path on
-the same two functions: a cache in front of :func:`cos_sin` and a C kernel with the
-signature of :func:`rotate_pairs`.
+These functions trust their callers; shapes are in the signatures. The argument checks of
+every public rotary function and scheme are the private ``_check_*`` functions at the end of
+this module, written once. :mod:`pecourse.kernels` builds the fast paths on the same two
+functions (:class:`Rotary`): a cache in front of :func:`cos_sin` and a C kernel, or a Triton
+kernel, with the signature of :func:`rotate_pairs`.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 from jaxtyping import Float, Real
 from torch import Tensor
+
+from .._validate import check_base, check_choice, check_even, check_positions, check_tensor
 
 __all__ = [
     "PAIRINGS",
@@ -65,7 +69,7 @@ def compute_dtype(x: Tensor) -> torch.dtype:
 def cos_sin(
     positions: Real[Tensor, "*batch seq"],
     inv_freq: Float[Tensor, " pairs"],
-    scale: float = 1.0,
+    scale: float | Tensor = 1.0,
     *,
     dtype: torch.dtype = torch.float32,
 ) -> tuple[Float[Tensor, "*batch seq pairs"], Float[Tensor, "*batch seq pairs"]]:
@@ -73,8 +77,10 @@ def cos_sin(
 
     One column per *pair* (not duplicated as in transformers' ``torch.cat((freqs, freqs))``).
     ``positions`` may be fractional (leaky ReRoPE's ``m/k``, pixel coordinates). ``scale`` is
-    YaRN's attention factor (transformers' ``attention_scaling``). The angles are formed in
-    float64 and only the finished table is rounded to ``dtype``.
+    YaRN's attention factor (transformers' ``attention_scaling``), or a float64 tensor that
+    broadcasts against the table (xPos's ``ζ_i^{±n/B}``, one per position and pair). The
+    angles are formed and scaled in float64 and only the finished table is rounded to
+    ``dtype``: the one rounding of every rotary scheme.
     """
     angles = positions.to(torch.float64)[..., None] * inv_freq.to(
         device=positions.device, dtype=torch.float64
@@ -142,3 +148,98 @@ class Rotary:
 
 #: The readable rotary core (this module): what every scheme uses unless told otherwise.
 REFERENCE = Rotary(cos_sin, rotate_pairs, "reference")
+
+
+# --- argument checks, shared by every public rotary function and scheme -------------------
+
+
+def _check_backend(backend) -> Rotary:
+    if not isinstance(backend, Rotary):
+        raise TypeError(
+            "backend must be a pecourse.positions.rotary.Rotary (REFERENCE, or "
+            f"pecourse.kernels.FAST_ROPE), got {backend!r}"
+        )
+    return backend
+
+
+def _check_x(name: str, x) -> int:
+    """A float tensor ``[batch, heads, seq, head_dim]`` with an even ``head_dim``, returned."""
+    check_tensor(name, x, floating=True)
+    if x.ndim != 4:
+        raise ValueError(
+            f"{name} must be [batch, heads, seq, head_dim] (4 dimensions), got shape "
+            f"{tuple(x.shape)}"
+        )
+    return check_even(f"head_dim ({name}.shape[-1])", x.shape[-1])
+
+
+def _check_rotary_dim(head_dim: int, rotary_dim) -> int:
+    """``rotary_dim`` (``None`` means all of ``head_dim``): even and at most ``head_dim``."""
+    rotary_dim = check_even("rotary_dim", head_dim if rotary_dim is None else rotary_dim)
+    if rotary_dim > head_dim:
+        raise ValueError(
+            f"rotary_dim must be <= head_dim ({head_dim}) (only the first rotary_dim "
+            f"dimensions rotate), got {rotary_dim}"
+        )
+    return rotary_dim
+
+
+def _check_head_dim(scheme, q: Tensor, k: Tensor) -> None:
+    """A scheme built for ``head_dim`` refuses q/k of another size (no silent partial rotary)."""
+    for name, t in (("q", q), ("k", k)):
+        if t.ndim != 4 or t.shape[-1] != scheme.head_dim:
+            raise ValueError(
+                f"{type(scheme).__name__} was built for head_dim={scheme.head_dim}; {name} must be "
+                f"[batch, heads, seq, {scheme.head_dim}], got {tuple(t.shape)}"
+            )
+
+
+def _check_positions_shape(name: str, positions: Tensor, x: Tensor, lead: str = "") -> None:
+    """``[*lead, seq]`` or ``[*lead, batch|1, seq]`` matching ``x`` ``[batch, heads, seq, d]``.
+
+    Reads shapes only (a hook may call it on an accelerator without waiting on the device).
+    """
+    b, s = x.shape[0], x.shape[2]
+    shape = tuple(positions.shape)[1 if lead else 0 :]
+    if len(shape) not in (1, 2) or shape[-1] != s or (len(shape) == 2 and shape[0] not in (1, b)):
+        raise ValueError(
+            f"{name} must be [{lead}seq] or [{lead}batch, seq] with one entry per token "
+            f"(seq = x.shape[2] = {s}) and batch = {b} or 1, got shape {tuple(positions.shape)}"
+        )
+
+
+@functools.lru_cache(maxsize=32)
+def _frequencies(rotary_dim: int, base: float, device: str) -> Tensor:
+    return rope_frequencies(rotary_dim, base, device=device)
+
+
+def _check_inv_freq(inv_freq, pairs: int, base: float, device) -> Tensor:
+    """``inv_freq`` of ``pairs`` entries, or RoPE's frequencies of ``base`` when ``None``."""
+    if inv_freq is None:
+        return _frequencies(2 * pairs, check_base(base), str(device))
+    check_tensor("inv_freq", inv_freq, ndim=1, floating=True)
+    if inv_freq.shape[0] != pairs:
+        raise ValueError(
+            f"inv_freq must have rotary_dim // 2 = {pairs} entries (one per rotated pair), "
+            f"got {inv_freq.shape[0]}"
+        )
+    return inv_freq
+
+
+def _check_rope_args(
+    x, positions, *, pairing: str, rotary_dim=None, inv_freq=None, base=10000.0, name="x"
+) -> tuple[Tensor, int, Tensor]:
+    """The checks of every public rotary function: returns ``(positions, rotary_dim, inv_freq)``.
+
+    ``x`` (``q``, ``k``: ``name``) 4-D float with an even last size; a known ``pairing``;
+    ``rotary_dim`` even and at most ``head_dim``; integer, non-negative positions (called
+    ``positions``, or ``q_positions`` for ``q``) ``[seq]`` or ``[batch, seq]`` matching ``x``;
+    ``inv_freq`` of ``rotary_dim / 2`` entries (default: RoPE's of ``base``).
+    """
+    head_dim = _check_x(name, x)
+    check_choice("pairing", pairing, PAIRINGS)
+    rotary_dim = _check_rotary_dim(head_dim, rotary_dim)
+    positions_name = "positions" if name == "x" else f"{name}_positions"
+    positions = check_positions(positions_name, positions)
+    _check_positions_shape(positions_name, positions, x)
+    return positions, rotary_dim, _check_inv_freq(inv_freq, rotary_dim // 2, base, x.device)

@@ -33,25 +33,28 @@ from torch import Tensor
 
 from .._validate import check_base, check_choice, check_even
 from ..attention import PositionScheme
-from .rope import check_rope_args, check_rotary_dim
 from .rotary import (
     PAIRINGS,
     REFERENCE,
     Rotary,
+    _check_backend,
+    _check_rope_args,
+    _check_rotary_dim,
     compute_dtype,
-    cos_sin,
     rope_frequencies,
-    rotate_pairs,
 )
 
 __all__ = ["rope_inverse", "vo_rope_values", "vo_rope_output", "VORoPE", "RoPER"]
 
 
-def _rope(x, positions, inv_freq, base, pairing, rotary_dim, inverse):
+def _rope(x, positions, inv_freq, base, pairing, rotary_dim, backend, *, inverse):
     """Check, then rotate by ``R_m`` (or ``R_{-m}`` when ``inverse``)."""
-    positions, _, inv_freq = check_rope_args(x, positions, pairing, rotary_dim, inv_freq, base)
-    cos, sin = cos_sin(positions, inv_freq, dtype=compute_dtype(x))
-    return rotate_pairs(x, cos, sin, pairing=pairing, inverse=inverse)
+    positions, _, inv_freq = _check_rope_args(
+        x, positions, pairing=pairing, rotary_dim=rotary_dim, inv_freq=inv_freq, base=base
+    )
+    backend = _check_backend(backend)
+    cos, sin = backend.cos_sin(positions, inv_freq, 1.0, dtype=compute_dtype(x))
+    return backend.rotate_pairs(x, cos, sin, pairing=pairing, inverse=inverse)
 
 
 def rope_inverse(
@@ -62,6 +65,7 @@ def rope_inverse(
     base: float = 10000.0,
     pairing: str = "half",
     rotary_dim: int | None = None,
+    backend: Rotary = REFERENCE,
 ) -> Tensor:
     r"""Rotate by *minus* each position: ``R_{-m} x``, the inverse of RoPE's ``R_m``.
 
@@ -71,7 +75,7 @@ def rope_inverse(
     ``attention_factor`` (an inverse must not rescale). So
     ``rope_inverse(apply_rope(x, m), m) == x`` to round-off. Returns ``x``'s shape and dtype.
     """
-    return _rope(x, positions, inv_freq, base, pairing, rotary_dim, inverse=True)
+    return _rope(x, positions, inv_freq, base, pairing, rotary_dim, backend, inverse=True)
 
 
 def vo_rope_values(
@@ -82,6 +86,7 @@ def vo_rope_values(
     base: float = 10000.0,
     pairing: str = "half",
     rotary_dim: int | None = None,
+    backend: Rotary = REFERENCE,
 ) -> Tensor:
     r"""Step 1 of VO-RoPE: rotate each value by its own position, ``v_j \mapsto R_j v_j``.
 
@@ -89,7 +94,7 @@ def vo_rope_values(
     ``[batch, Lk]``. This is RoPE (arXiv:2104.09864, eq. 34) applied to values; returns
     ``v``'s shape and dtype; the checks of :func:`pecourse.positions.rope.apply_rope`.
     """
-    return _rope(v, k_positions, inv_freq, base, pairing, rotary_dim, inverse=False)
+    return _rope(v, k_positions, inv_freq, base, pairing, rotary_dim, backend, inverse=False)
 
 
 def vo_rope_output(
@@ -100,6 +105,7 @@ def vo_rope_output(
     base: float = 10000.0,
     pairing: str = "half",
     rotary_dim: int | None = None,
+    backend: Rotary = REFERENCE,
 ) -> Tensor:
     r"""Step 3 of VO-RoPE: rotate each output back by its query's position, ``o_i = R_{-i} u_i``.
 
@@ -108,7 +114,7 @@ def vo_rope_output(
     :func:`vo_rope_values` this gives ``o_i = Σ_j a_ij R_{j-i} v_j``. Returns ``out``'s
     shape and dtype.
     """
-    return _rope(out, q_positions, inv_freq, base, pairing, rotary_dim, inverse=True)
+    return _rope(out, q_positions, inv_freq, base, pairing, rotary_dim, backend, inverse=True)
 
 
 class VORoPE(PositionScheme):
@@ -132,10 +138,10 @@ class VORoPE(PositionScheme):
     ):
         super().__init__()
         self.head_dim = check_even("head_dim", head_dim)
-        self.rotary_dim = check_rotary_dim(self.head_dim, rotary_dim)
+        self.rotary_dim = _check_rotary_dim(self.head_dim, rotary_dim)
         self.base = check_base(base)
         self.pairing = check_choice("pairing", pairing, PAIRINGS)
-        self.backend = backend
+        self.backend = _check_backend(backend)
         self.inv_freq = rope_frequencies(self.rotary_dim, self.base)
 
     def _rotate(self, x: Tensor, positions: Tensor, inverse: bool) -> Tensor:

@@ -41,8 +41,15 @@ from .._validate import (
     check_positions,
 )
 from ..attention import PositionScheme
-from .rope import check_head_dim, check_rope_args
-from .rotary import PAIRINGS, REFERENCE, Rotary, compute_dtype
+from .rotary import (
+    PAIRINGS,
+    REFERENCE,
+    Rotary,
+    _check_backend,
+    _check_head_dim,
+    _check_rope_args,
+    compute_dtype,
+)
 
 __all__ = ["xpos_zeta", "xpos_scale", "apply_xpos", "XPos"]
 
@@ -132,10 +139,13 @@ def apply_xpos(
     :func:`pecourse.positions.rope.apply_rope` checks, and refuses position spans whose
     scales overflow the input dtype. Causality is the caller's job (see :class:`XPos`).
     """
-    q_positions, d_q, inv_freq = check_rope_args(q, q_positions, pairing, None, inv_freq, base)
-    k_positions, d_k, _ = check_rope_args(k, k_positions, pairing, None, None, base)
+    q_positions, d_q, inv_freq = _check_rope_args(
+        q, q_positions, pairing=pairing, inv_freq=inv_freq, base=base, name="q"
+    )
+    k_positions, d_k, _ = _check_rope_args(k, k_positions, pairing=pairing, base=base, name="k")
     if d_q != d_k:
         raise ValueError(f"q and k must have the same head_dim, got {d_q} and {d_k}")
+    backend = _check_backend(backend)
     scale_base = check_float("scale_base", scale_base, minimum=0.0, strict_minimum=True)
     center = _midpoint(q_positions, k_positions) if center is None else check_int("center", center)
     zeta0 = float(xpos_zeta(d_q, gamma)[0])
@@ -144,10 +154,9 @@ def apply_xpos(
 
     out = []
     for x, pos, sign in ((q, q_positions, 1.0), (k, k_positions, -1.0)):
-        cos, sin = backend.cos_sin(pos, inv_freq, 1.0, dtype=torch.float64)
         scale = xpos_scale(pos, d_q, gamma=gamma, scale_base=scale_base, center=center) ** sign
-        dtype = compute_dtype(x)
-        cos, sin = (cos * scale).to(dtype), (sin * scale).to(dtype)  # ζ^{±(n-c)/B}·cos, ·sin
+        # ζ^{±(n-c)/B}·cos, ·sin: scaled in float64 and rounded once, by the rotary core.
+        cos, sin = backend.cos_sin(pos, inv_freq, scale, dtype=compute_dtype(x))
         out.append(backend.rotate_pairs(x, cos, sin, pairing=pairing))
     return out[0], out[1]
 
@@ -179,12 +188,12 @@ class XPos(PositionScheme):
         self.pairing = check_choice("pairing", pairing, PAIRINGS)
         self.gamma = check_float("gamma", gamma, minimum=0.0, strict_minimum=True)
         self.scale_base = check_float("scale_base", scale_base, minimum=0.0, strict_minimum=True)
-        self.backend = backend
+        self.backend = _check_backend(backend)
 
     def rotate(
         self, q: Tensor, k: Tensor, q_positions: Tensor, k_positions: Tensor
     ) -> tuple[Tensor, Tensor]:
-        check_head_dim(self, q, k)
+        _check_head_dim(self, q, k)
         return apply_xpos(
             q,
             k,

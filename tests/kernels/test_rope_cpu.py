@@ -178,7 +178,7 @@ def test_the_c_source_ships_as_package_data():
     patterns = re.search(r"\[tool\.setuptools\.package-data\]\npecourse = \[(.*)\]", pyproject)
     assert '"kernels/*.c"' in patterns.group(1), patterns.group(0)
     source = resources.files("pecourse.kernels").joinpath("rope_cpu.c").read_text()
-    assert "DEFINE_ROPE(rope_f32" in source and source == rope_cpu._c_source()
+    assert source == rope_cpu._c_source()  # what the build compiles
 
 
 @pytest.mark.parametrize(

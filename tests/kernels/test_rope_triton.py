@@ -66,13 +66,15 @@ def test_decoding_step_with_shared_positions(pairing):
     torch.testing.assert_close(k_rot, apply_rope(k, positions, pairing=pairing), rtol=0, atol=0)
 
 
-def test_apply_rope_qk_matches_apply_rope():
-    q, k = _randn(1, 2, 3, 8), _randn(1, 1, 3, 8, seed=1)
-    pos = torch.tensor([5, 9, 11])
-    q_rot, k_rot = rope_triton.apply_rope_qk(q, k, pos, pairing="interleaved", base=500.0)
+def test_apply_rope_on_the_triton_backend_matches_the_reference():
+    x = _randn(2, 3, 4, 8)[:, :, :, :6]  # a last dim that is not the whole row: strided rows
+    pos = torch.tensor([[5, 9, 11, 12], [0, 1, 2, 3]])
     ref = dict(pairing="interleaved", base=500.0)
-    assert torch.equal(q_rot, apply_rope(q, pos, **ref))
-    assert torch.equal(k_rot, apply_rope(k, pos, **ref))
+    want = apply_rope(x, pos, **ref)
+    assert torch.equal(apply_rope(x, pos, backend=rope_triton.TRITON_ROPE, **ref), want)
+    cos, sin = rope_cos_sin(pos, inv_freq(6, 500.0))
+    back = rope_triton.rotate(want, cos, sin, pairing="interleaved", inverse=True)
+    torch.testing.assert_close(back, x)  # the inverse rotation undoes it
 
 
 def test_gradcheck_float64():
@@ -132,7 +134,10 @@ BAD = [
     ({"k": _randn(1, 1, 3, 16)[..., ::2]}, "k must have a contiguous last dimension"),
     ({"cos": torch.rand(3, 4), "sin": torch.rand(3, 2)}, "cos and sin must have the same shape"),
     ({"cos": torch.rand(5, 4), "sin": torch.rand(5, 4)}, "cos/sin must be"),
-    ({"q": _randn(1, 2, 3, 7), "k": _randn(1, 1, 3, 7)}, "head_dim\\) must be even"),
+    (
+        {"q": _randn(1, 2, 3, 7), "k": _randn(1, 1, 3, 7)},
+        r"head_dim \(q.shape\[-1\]\) must be even",
+    ),
     ({"k": _randn(1, 1, 4, 8)}, "k must be \\[batch, kv_heads, seq, head_dim\\]"),
     ({"cos": torch.rand(3, 5), "sin": torch.rand(3, 5)}, "rotary_dim"),
     ({"pairing": "neox"}, "pairing must be one of"),

@@ -9,7 +9,8 @@ import math
 import pytest
 import torch
 
-from pecourse.positions.rope import inv_freq
+from pecourse.positions import rope_scaling
+from pecourse.positions.rope import RoPE, inv_freq
 from pecourse.positions.rope_scaling import (
     SCALINGS,
     dynamic,
@@ -54,21 +55,19 @@ def _close(ours, theirs):
 # --- registry --------------------------------------------------------------------------
 
 
-def test_registry_names_and_shared_signature():
-    assert set(SCALINGS) == {
-        "default",
-        "linear",
-        "ntk",
-        "ntk_by_parts",
-        "yarn",
-        "dynamic",
-        "llama3",
-        "longrope",
-    }
+def test_the_registry_is_every_scaling_function_with_the_shared_signature():
+    def is_scaling(fn):
+        if not inspect.isfunction(fn):
+            return False
+        return list(inspect.signature(fn).parameters)[:2] == ["head_dim", "base"]
+
+    public = {n for n in rope_scaling.__all__ if is_scaling(getattr(rope_scaling, n))}
+    assert set(SCALINGS) == public  # nothing registered under another name, nothing left out
+    rope_base = inspect.signature(RoPE).parameters["base"].default
     for name, fn in SCALINGS.items():
+        assert getattr(rope_scaling, name) is fn, name
         params = list(inspect.signature(fn).parameters.values())
-        assert [p.name for p in params[:2]] == ["head_dim", "base"], name
-        assert params[1].default == 10000.0, name
+        assert params[1].default == rope_base, name  # the scheme's default base
         assert all(p.kind is p.KEYWORD_ONLY for p in params[2:]), name
 
 
