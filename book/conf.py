@@ -63,6 +63,8 @@ html_theme_options = {
 # Light or dark as the reader's system asks (prefers-color-scheme); the theme's switch still
 # chooses. pecourse-book.css gives the saved widgets the theme's colours in the dark.
 html_context = {"default_mode": "auto"}
+# Chapters and exercises rank above flashcards, and those above the package's source.
+html_search_scorer = os.path.join(os.path.dirname(os.path.abspath(__file__)), "search_scorer.js")
 html_sidebars = {"**": ["navbar-logo.html", "search-button-field.html", "sbt-sidebar-nav.html"]}
 
 
@@ -77,6 +79,15 @@ def _maths_for_widgets(app, pagename, templatename, context, doctree):
             flags[pagename] = True
 
 
+def _search_page(app, pagename, templatename, context, doctree):
+    """The search page answers Sphinx's snippet requests from the pages' text, which
+    pecourse.book writes after the build (fetch() is refused on file://)."""
+    if pagename == "search":
+        app.add_js_file("pecourse-search-pages.js")
+        app.add_js_file("pecourse-search.js")
+
+
 def setup(app):
+    app.connect("html-page-context", _search_page)
     # Before sphinx.ext.mathjax decides, at the default priority 500, whether to load it.
     app.connect("html-page-context", _maths_for_widgets, priority=400)

@@ -346,6 +346,9 @@ def build(
         warnings_file.read_text(encoding="utf-8").splitlines() if warnings_file.exists() else []
     )
     from .check import broken_maths_in
+    from .search import write_pages
+
+    write_pages(out)
 
     warnings += broken_maths_in(src)
     return BuildResult(

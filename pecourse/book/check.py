@@ -10,7 +10,8 @@ loaded; every saved widget rendered; a copy button on every code cell; no code c
 scrolls sideways on a 1366 px laptop screen (the viewport); on a chapter, previous/next links
 and a table of contents. Then what a reader does: move an explorer's slider and see its label
 change, press → on a slider and on a code block and stay on the page, switch the system to
-dark mode and see the page follow, flip a flashcard, search. Plus a static pass
+dark mode and see the page follow, flip a flashcard, search (the expected page among the first
+three results, a snippet under every result, no recording in them). Plus a static pass
 over every HTML file: each local link and asset it names exists, none loads from a server, and
 the chapters' previous/next links follow the suggested reading path.
 :func:`broken_maths_in` reads the staged Markdown before Sphinx does (the builder reports
@@ -34,7 +35,8 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
     "--no-first-run",
-    "--allow-file-access-from-files",
+    # Not --allow-file-access-from-files: a reader's browser refuses fetch() between file://
+    # pages, and the check must see what the reader sees (search snippets once failed so).
 ]
 LOCAL_SCHEMES = ("file:", "data:", "blob:", "about:")
 # A common laptop screen: code cells must fit its text column without scrolling sideways.
@@ -425,6 +427,8 @@ def _flip_card(page) -> str:
 
 
 def _search(page, index_url: str, query: str, expect: str) -> str:
+    """Search from the sidebar's field; '' when ``expect`` is among the first three results,
+    every result has a snippet, and no result is a recording's page (left out of the index)."""
     page.goto(index_url, wait_until="load")
     page.locator(".search-button-field").first.click()
     box = page.locator("form.bd-search input[name=q]:visible").first  # the theme's search box
@@ -436,10 +440,24 @@ def _search(page, index_url: str, query: str, expect: str) -> str:
         results.first.wait_for(timeout=20_000)
     except Exception:
         return f"searching {query!r} found nothing"
+    items = page.locator("ul.search li")
+    # Snippets arrive after the titles (Sphinx asks for each result's page).
+    deadline = time.monotonic() + 10
+    while page.locator("ul.search li p.context").count() < items.count():
+        if time.monotonic() > deadline:
+            break
+        page.wait_for_timeout(100)
     hrefs = [results.nth(i).get_attribute("href") or "" for i in range(results.count())]
-    if not any(expect in href for href in hrefs):
-        return f"searching {query!r} did not find {expect} (found {hrefs[:5]})"
-    return ""
+    problems = []
+    if not any(expect in href for href in hrefs[:3]):
+        problems.append(f"searching {query!r} did not rank {expect} in the first three {hrefs[:5]}")
+    bare = items.count() - page.locator("ul.search li p.context").count()
+    if bare:
+        problems.append(f"{bare} of {items.count()} results have no snippet")
+    recordings = [h for h in hrefs if re.search(r"results/[^/]+\.json", h)]
+    if recordings:
+        problems.append(f"recordings in the results: {recordings[:3]}")
+    return "; ".join(problems)
 
 
 class OfflineBrowser:
