@@ -3,7 +3,10 @@ what it says is what its hooks do."""
 
 import importlib
 import inspect
+import json
 import pkgutil
+import re
+from pathlib import Path
 
 import pytest
 import torch
@@ -115,9 +118,16 @@ def test_hooks_are_listed_for_every_place():
 
 
 def test_names_the_chapters_import_from_the_package_resolve():
-    # from pecourse.positions import ... in the notebooks and exercises
-    for name in ("alibi_slopes", "sinusoidal_table", "rope_scaling", "RoPE", "apply_rope"):
-        assert getattr(positions, name) is not None, name
+    root = Path(__file__).resolve().parents[2]
+    pattern = re.compile(r"from pecourse\.positions import ([\w, ]+?)(?: as \w+)?$", re.M)
+    names = set()
+    for notebook in [*root.glob("notebooks/*.ipynb"), *root.glob("solutions/*.ipynb")]:
+        for cell in json.loads(notebook.read_text())["cells"]:
+            for found in pattern.findall("".join(cell["source"])):
+                names.update(n.strip() for n in found.split(","))
+    assert names, "no chapter imports from pecourse.positions: the pattern is stale"
+    for name in names:
+        assert hasattr(positions, name), name
     assert positions.alibi_slopes is positions.alibi.slopes
 
 
