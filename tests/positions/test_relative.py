@@ -79,8 +79,9 @@ def test_t5_bucket_is_monotone_and_saturates():
     buckets = t5_bucket(-d, bidirectional=False, num_buckets=32, max_distance=128)
     assert torch.all(buckets[1:] >= buckets[:-1])
     assert torch.all(buckets[128:] == 31)  # everything past max_distance shares one bucket
-    # The floor in the log formula means the last bucket already starts at 113, not 128.
-    assert (buckets == 31).nonzero()[0].item() == 113
+    # The floor in the log formula means the last bucket starts where 16 + 16·log(d/16)/log(8)
+    # reaches 31, at d = 16·8^(15/16) ≈ 113, not at max_distance = 128.
+    assert (buckets == 31).nonzero()[0].item() == math.ceil(16 * 8 ** (15 / 16))
     assert set(buckets.tolist()) == set(range(32))  # every bucket is used
 
 
