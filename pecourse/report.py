@@ -485,14 +485,13 @@ def render_html(rounds: list[list[Row]], names: list[str], figures: dict[str, st
 
     out.append("<h2>Scores</h2>")
     scores = score_table(rows)
+    handed_in = Counter(ex for (_, ex), group in _group(rows).items() if _handed_in(group))
     body = []
     for ex in exercises:
         values = sorted(p for p, _ in scores[ex].values())
         top = max(m for _, m in scores[ex].values())
         full = sum(p >= m for p, m in scores[ex].values())
-        handed = sum(
-            _handed_in([r for r in rows if r.exercise == ex and r.student == s]) for s in scores[ex]
-        )
+        handed = handed_in[ex]
         body.append(
             [
                 _e(ex),
