@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -50,7 +51,7 @@ BIN = Path(sys.executable).parent
 def nbgrader(*args: str, cwd: Path) -> None:
     """Run an nbgrader command as the printed steps do (the course's nbgrader_config.py)."""
     done = subprocess.run(
-        [sys.executable, "-m", "nbgrader", *args],
+        METER.wrap([sys.executable, "-m", "nbgrader", *args]),
         cwd=cwd,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -91,16 +92,61 @@ def student_submits(exchange: Path, home: Path, student: str, slug: str, kind: s
         cls(coursedir=coursedir, authenticator=Authenticator(config=config), config=config).start()
 
 
-def grade(submitted: Path, out: Path, jobs: int) -> float:
-    start = time.monotonic()
+class CpuMeter:
+    """CPU seconds of the commands run through :meth:`wrap`, every descendant included: a
+    cgroup v1 ``cpuacct`` group of their own where the machine has one and we are root (a
+    sandboxed job's processes are reaped inside their own PID namespace, where the rusage
+    of this process's children does not reach them); else that rusage (a lower bound)."""
+
+    ROOT = Path("/sys/fs/cgroup/cpuacct")
+
+    def __init__(self):
+        self.group = self.ROOT / f"pecourse-bench-{os.getpid()}"
+        try:
+            self.group.mkdir()
+            self.how = "cgroup v1 cpuacct"
+        except OSError:
+            self.group = None
+            self.how = "rusage of waited-for children (a lower bound)"
+
+    def wrap(self, command: list[str]) -> list[str]:
+        if self.group is None:
+            return command
+        tasks = self.group / "tasks"
+        return ["sh", "-c", f'echo $$ > {tasks} && exec "$@"', "sh", *command]
+
+    def seconds(self) -> float:
+        if self.group is None:
+            usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+            return usage.ru_utime + usage.ru_stime
+        return int((self.group / "cpuacct.usage").read_text()) / 1e9
+
+    def close(self) -> None:
+        if self.group is not None:
+            self.group.rmdir()
+
+
+METER: CpuMeter  # made by main()
+CPU: dict[str, list[float]] = {}  # CPU seconds of each timed command, by variant
+
+
+def children_cpu() -> float:
+    return METER.seconds()
+
+
+def grade(submitted: Path, out: Path, jobs: int, name: str = "") -> float:
+    start, cpu = time.monotonic(), children_cpu()
     done = subprocess.run(
-        [str(BIN / "pecourse"), "grade", str(submitted), "--out", str(out), "--jobs", str(jobs)]
-        + ["--quiet"],
+        METER.wrap(
+            [str(BIN / "pecourse"), "grade", str(submitted), "--out", str(out)]
+            + ["--jobs", str(jobs), "--quiet"]
+        ),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
     )
     seconds = time.monotonic() - start
+    CPU.setdefault(name or f"grade_j{jobs}", []).append(children_cpu() - cpu)
     if done.returncode:
         raise RuntimeError(f"pecourse grade failed:\n{done.stdout[-3000:]}")
     return seconds
@@ -110,8 +156,9 @@ def autograde(course: Path, gradebook: Path) -> float:
     """``nbgrader autograde`` from the gradebook ``generate_assignment`` wrote (every round
     starts from it)."""
     shutil.copy(gradebook, course / "gradebook.db")
-    start = time.monotonic()
+    start, cpu = time.monotonic(), children_cpu()
     nbgrader("autograde", "*", "--create", "--force", cwd=course)
+    CPU.setdefault("nbgrader", []).append(children_cpu() - cpu)
     return time.monotonic() - start
 
 
@@ -161,7 +208,7 @@ def check_points(got: dict, students: list[str], slugs) -> None:
         raise AssertionError(f"verdicts differ from the planted answers: {wrong[:5]}")
 
 
-def main(argv=None) -> int:
+def run(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--students", type=int, default=100)
     parser.add_argument("--subset", type=int, default=6, help="students in the side-by-side")
@@ -175,6 +222,7 @@ def main(argv=None) -> int:
     if n < 1 or subset < 1 or args.rounds < 1:
         parser.error("--students, --subset and --rounds must be at least 1")
     students = [f"s{i:04d}" for i in range(n)]
+    load_before = os.getloadavg()
 
     with tempfile.TemporaryDirectory(prefix="pecourse-class-") as tmp:
         tmp = Path(tmp)
@@ -213,7 +261,7 @@ def main(argv=None) -> int:
         notebooks = sorted((course / "submitted").glob("*/*/*.ipynb"))
         assert len(notebooks) == n * len(slugs), f"collected {len(notebooks)} notebooks"
 
-        t_whole = grade(course / "submitted", tmp / "whole.csv", jobs=2)
+        t_whole = grade(course / "submitted", tmp / "whole.csv", jobs=2, name="whole")
         check_points(pecourse_points(tmp / "whole.csv"), students, slugs)
         per_min = len(notebooks) / t_whole * 60
         print(f"pecourse grade --jobs 2, whole class: {len(notebooks)} notebooks {t_whole:.1f} s")
@@ -249,6 +297,7 @@ def main(argv=None) -> int:
             "seconds": median(ts),
             "per_minute": k / median(ts) * 60,
             "vs_nbgrader": median(times["nbgrader"]) / median(ts),
+            "cpu_per_notebook": median(CPU[name]) / k,
         }
         for name, ts in times.items()
     ]
@@ -257,7 +306,9 @@ def main(argv=None) -> int:
         f"Whole class: {n} students x {len(slugs)} exercises = {n * len(slugs)} notebooks; "
         f"release {t_release:.1f} s, fetch+submit {t_submit:.1f} s "
         f"({n * len(slugs) / t_submit * 60:.0f}/min), collect {t_collect:.1f} s, "
-        f"pecourse grade --jobs 2 {t_whole:.1f} s = {per_min:.1f} notebooks/min"
+        f"pecourse grade --jobs 2 {t_whole:.1f} s = {per_min:.1f} notebooks/min, "
+        f"{CPU['whole'][0] / (n * len(slugs)):.2f} CPU s a notebook; load average "
+        f"{load_before[0]:.1f} before, {os.getloadavg()[0]:.1f} after"
     )
     print(f"\nSide by side on {subset} students ({k} notebooks), {args.rounds} round(s), medians:")
     print(
@@ -268,6 +319,7 @@ def main(argv=None) -> int:
                 ("seconds", "s", ".1f"),
                 ("per_minute", "notebooks/min", ".1f"),
                 ("vs_nbgrader", "x nbgrader", ".2f"),
+                ("cpu_per_notebook", "CPU s/notebook", ".2f"),
             ],
         )
     )
@@ -277,12 +329,29 @@ def main(argv=None) -> int:
         "notebooks": n * len(slugs),
         "answers": "student i answers every exercise " + "/".join(KINDS) + "[i % 3]",
         "exchange_seconds": {"release": t_release, "fetch_submit": t_submit, "collect": t_collect},
-        "whole_class": {"jobs": 2, "seconds": t_whole, "notebooks_per_minute": per_min},
+        "whole_class": {
+            "jobs": 2,
+            "seconds": t_whole,
+            "notebooks_per_minute": per_min,
+            "cpu_seconds": CPU["whole"][0],
+            "cpu_seconds_per_notebook": CPU["whole"][0] / (n * len(slugs)),
+        },
+        "load_average_before": list(load_before),
+        "cpu_measured_by": METER.how,
         "side_by_side": {"students": subset, "notebooks": k, "rounds": times, "medians": side},
     }
     if args.out or not args.quick:
         print(f"\nwrote {write_results('grade_class', payload, args.out or RESULTS)}")
     return 0
+
+
+def main(argv=None) -> int:
+    global METER
+    METER = CpuMeter()
+    try:
+        return run(argv)
+    finally:
+        METER.close()
 
 
 if __name__ == "__main__":
