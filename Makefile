@@ -92,8 +92,9 @@ checkpoints: setup
 # of pecourse.evaluate: the experiments (about 20 CPU minutes), the studies (those that train
 # their own seeds take about 155 CPU minutes more; context_use about 40, as it trains rope_long
 # at seeds 1 and 2, needle_seeds about 20, retrieval_seeds and extension_seeds about 14 each,
-# sliding_seeds about 10, augmentation_seeds about 8, extension_controls about 6) and the
-# base-crossing run of chapter 16 (about 6).
+# sliding_seeds about 10, augmentation_seeds about 8, extension_controls about 6,
+# embedding_setup about 14, counting_length_generalisation about 10, windowed_passkey about 7)
+# and the base-crossing run of chapter 16 (about 6).
 # Each study draws a bar over its models and logs each finished one with its CPU time, then its
 # own total and the total of all; an interrupted run resumes from build/results-log/.
 # A test compares each recording's checkpoint hashes with the shipped files.
@@ -105,7 +106,7 @@ results: setup
 STUDIES := cope_counting text_extrapolation imposed_windows windowed_passkey grid_width_transfer \
 	cope_selective_copy nope_anchor counting_length_generalisation extrapolation_seeds \
 	retrieval_seeds augmentation_seeds extension_seeds needle_seeds sliding_seeds context_use \
-	extension_controls
+	extension_controls embedding_setup
 
 # The course as a static website in build/book/ (open build/book/index.html; it works from
 # file:// with no network). Renders the committed notebooks as they are, never re-executes

@@ -135,6 +135,10 @@ def build_scheme(
     return cls(**kwargs)
 
 
+#: Token-embedding setups (:attr:`ModelConfig.embed_scale`).
+EMBED_SCALES = ("scheme", "sqrt_d", "none")
+
+
 @dataclass
 class ModelConfig:
     """Everything that defines a :class:`TinyGPT`; round-trips through JSON.
@@ -143,7 +147,10 @@ class ModelConfig:
     (``"rope,rope,rope,nope"``). An input scheme (``learned``, ``sinusoidal``) must be the
     whole plan: it is applied once, at the embedding. ``position_options`` maps a scheme
     name to its constructor's keyword arguments. ``train_len`` is the context length the
-    model is (or was) trained at.
+    model is (or was) trained at. ``embed_scale`` is the token embedding's setup: ``"scheme"``
+    follows the input scheme's convention (√d for the sinusoidal table, 1 otherwise);
+    ``"sqrt_d"`` and ``"none"`` impose one setup on every scheme, so schemes can be compared
+    without the setup differing (chapter 06's control).
     """
 
     vocab_size: int = VOCAB_SIZE
@@ -154,6 +161,7 @@ class ModelConfig:
     plan: str = "rope"
     position_options: dict = field(default_factory=dict)
     mlp_ratio: int = 4
+    embed_scale: str = "scheme"
 
     def __post_init__(self):
         check_int("vocab_size", self.vocab_size, minimum=1)
@@ -162,6 +170,7 @@ class ModelConfig:
         check_int("n_heads", self.n_heads, minimum=1)
         check_int("train_len", self.train_len, minimum=1)
         check_int("mlp_ratio", self.mlp_ratio, minimum=1)
+        check_choice("embed_scale", self.embed_scale, EMBED_SCALES)
         if self.d_model % self.n_heads:
             raise ValueError(
                 f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})"
@@ -201,6 +210,12 @@ class ModelConfig:
     @property
     def input_scheme(self) -> str:
         return self.plan if self.plan in input_schemes() else "nope"
+
+    def scales_embeddings(self) -> bool:
+        """Whether token embeddings are multiplied by √d_model (and drawn with std d^-½)."""
+        if self.embed_scale == "scheme":
+            return SCHEMES[self.input_scheme][0].scale_embeddings
+        return self.embed_scale == "sqrt_d"
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -260,7 +275,7 @@ class TinyGPT(nn.Module):
         for name, p in self.named_parameters():  # GPT-2: scale residual projections
             if name.endswith(("o_proj.weight", "mlp.2.weight")):
                 nn.init.normal_(p, std=0.02 / math.sqrt(2 * config.n_layers))
-        if self.input_scheme.scale_embeddings:
+        if config.scales_embeddings():
             # forward() multiplies a token vector by √d (Vaswani et al. 2017, §3.4). With the
             # GPT-2 std of 0.02 a scaled token vector has norm ≈ 0.02·√d·√d = 0.02·d (1.3 at
             # d = 64) while every sinusoidal position vector has norm √(d/2) (5.7): position
@@ -300,7 +315,7 @@ class TinyGPT(nn.Module):
                 f"positions must be [seq={s}] or [batch={b}, seq={s}], got {tuple(positions.shape)}"
             )
         x = self.tok_emb(idx)
-        if self.input_scheme.scale_embeddings:  # Vaswani et al. 2017, section 3.4: scale by √d
+        if self.config.scales_embeddings():  # Vaswani et al. 2017, section 3.4: scale by √d
             x = x * math.sqrt(self.config.d_model)  # so the fixed table does not drown the tokens
         x = self.input_scheme.embed(x, positions)
         for block in self.blocks:

@@ -192,6 +192,12 @@ def _versions() -> dict:
     return {"python": platform.python_version(), "torch": torch.__version__}
 
 
+def _ALL_RECIPES() -> tuple[str, ...]:
+    from .train import RECIPES, STUDY_RECIPES
+
+    return (*RECIPES, *STUDY_RECIPES)
+
+
 def _check_seeds(seeds) -> list[int]:
     seeds = list(seeds)
     if not seeds:
@@ -623,47 +629,42 @@ PASSKEY_MODEL = dict(d_model=64, n_layers=4, n_heads=4, train_len=64)
 PASSKEY_DISTANCES = (4, 8, 12, 16, 24, 32, 48, 60)
 
 
+#: The arms of :func:`windowed_passkey`: each a continuation of ``rope_passkey``.
+WINDOWED_ARMS = ("rope_passkey_swa", "rope_passkey_swa_nope", "rope_passkey_swa_rope")
+
+
 def windowed_passkey(
     seeds=(0, 1, 2),
     *,
-    window: int = 8,
-    steps: int = 300,
     distances=PASSKEY_DISTANCES,
     samples: int = 256,
+    steps: int | None = None,
+    log=None,
 ) -> dict:
-    r"""The control chapter 11 needs: windowed RoPE layers with and without a full NoPE layer.
+    r"""Chapter 11's comparison: windowed RoPE layers with a global NoPE layer, with a global
+    RoPE layer, and with none.
 
-    Start from the shipped ``rope_passkey`` checkpoint (4 layers, ``d = 64``, full-attention
-    RoPE, trained 1000 steps to retrieve 2-digit keys from 64 characters of Bible text).
-    Restrict its RoPE layers to a sliding window of ``window`` keys
-    (:class:`pecourse.positions.window.SlidingWindow`) in two ways: ``swa`` windows all four
-    layers — together they can relay information at most ``4·(window − 1)`` tokens back —
-    and ``swa+nope`` windows layers 0–2 and turns layer 3 into a NoPE layer with full causal
-    attention (Command A's layout at toy scale). Each variant is scored as it is (step 0)
-    and after fine-tuning ``steps`` steps on the same task (lr 1e-3, 10 warm-up steps), once
-    per seed (the seed sets the fine-tuning batches). Scores: passkey accuracy at each needle
-    distance on ``samples`` fixed validation sequences of 64, with a Wilson interval. The
-    unchanged checkpoint is scored the same way, as the reference.
+    For each seed, the passkey model ``rope_passkey`` (4 layers, ``d = 64``, full-attention
+    RoPE, 1000 steps retrieving 2-digit keys from 64 characters of Bible text; seed 0 the
+    shipped checkpoint) is continued on its task for its own budget in three arms
+    (:data:`WINDOWED_ARMS`, recipes in :data:`pecourse.train.STUDY_RECIPES`): ``swa``
+    restricts all four RoPE layers to 8-key sliding windows (together they relay at most
+    4·7 = 28 tokens back); ``swa_nope`` windows layers 0–2 and makes layer 3 a global NoPE
+    layer (Command A's layout at toy scale); ``swa_rope`` windows layers 0–2 and keeps layer
+    3 a global RoPE layer — the control that tells a global NoPE layer from any global layer.
+    Each base is also scored in each arm before continuing (``step0``). Scores: passkey
+    accuracy at each needle distance on ``samples`` fixed sequences of 64 characters, with a
+    Wilson interval. ``steps`` and ``log`` as in :func:`extrapolation_seeds`.
     """
     from .evaluate import needle_accuracy
-    from .model import load_checkpoint
-    from .train import RECIPES
+    from .train import recipe
 
     seeds = _check_seeds(seeds)
-    window = check_int("window", window, minimum=1)
-    steps = check_int("steps", steps, minimum=1)
     samples = check_int("samples", samples, minimum=1)
     distances = [check_int("distances[]", d, minimum=3, maximum=61) for d in distances]
-    key_len = RECIPES["rope_passkey"]["train"]["task_options"]["key_len"]
-    finetune = {
-        **RECIPES["rope_passkey"]["train"],
-        "init_from": "rope_passkey",
-        "steps": steps,
-        "lr": 1e-3,
-        "warmup": 10,
-    }
-    plans = {"swa": "swa_rope", "swa+nope": "swa_rope,swa_rope,swa_rope,nope"}
-    options = {"swa_rope": {"window": window}}
+    if steps is not None:
+        steps = check_int("steps", steps, minimum=1)
+    key_len = recipe("rope_passkey")["train"]["task_options"]["key_len"]
 
     def score(model):
         acc = needle_accuracy(model, distances, length=64, samples=samples, key_len=key_len)
@@ -674,65 +675,45 @@ def windowed_passkey(
             out[str(d)] = {"accuracy": round(k / samples, 4), "ci95": [round(lo, 4), round(hi, 4)]}
         return out
 
-    start = time.process_time()
-    reference = load_checkpoint("rope_passkey")
-    step0 = {}
-    for variant, plan in plans.items():
-        model = TinyGPT(
-            ModelConfig(**{**PASSKEY_MODEL, "plan": plan, "position_options": options})
-        ).eval()
-        model.load_state_dict(reference.state_dict())
-        step0[variant] = score(model)
-    runs, cpu = [], time.process_time() - start
-    for variant, plan in plans.items():
-        for seed in seeds:
-            model_kwargs = {**PASSKEY_MODEL, "plan": plan, "position_options": options}
-            model, curve, seconds = _train_one(model_kwargs, {**finetune, "seed": seed})
-            begin = time.process_time()
-            run = {
-                "variant": variant,
-                "seed": seed,
-                "loss_curve": curve,
-                "by_distance": score(model),
-            }
-            seconds += time.process_time() - begin
-            run["cpu_seconds"] = round(seconds, 1)
-            cpu += seconds
-            runs.append(run)
-    begin = time.process_time()
-    ref = {"checkpoint": "rope_passkey", "by_distance": score(reference)}
-    cpu += time.process_time() - begin
-    summary = {
-        variant: {
-            str(d): _spread(
-                [r["by_distance"][str(d)]["accuracy"] for r in runs if r["variant"] == variant]
-            )
-            for d in distances
-        }
-        for variant in plans
+    def measure(model, name):
+        out = {"by_distance": score(model)}
+        if name == "rope_passkey":  # the base's weights in each arm's layout, not yet trained
+            out["step0"] = {}
+            for arm in WINDOWED_ARMS:
+                windowed = TinyGPT(ModelConfig(**recipe(arm)["model"])).eval()
+                windowed.load_state_dict(model.state_dict())
+                out["step0"][arm] = score(windowed)
+        return out
+
+    names = ["rope_passkey", *WINDOWED_ARMS]
+    key = {"study": "windowed_passkey", "distances": distances, "samples": samples, "steps": steps}
+    runs = _seeded_runs(names, seeds, steps=steps, key=key, log=log, measure=measure)
+
+    def spread(name, d, step0=False):
+        if step0:
+            got = [r["step0"][name][str(d)] for r in runs if r["model"] == "rope_passkey"]
+        else:
+            got = [r["by_distance"][str(d)] for r in runs if r["model"] == name]
+        return _spread([g["accuracy"] for g in got])
+
+    summary = {n: {str(d): spread(n, d) for d in distances} for n in names}
+    summary |= {
+        f"{a} step0": {str(d): spread(a, d, True) for d in distances} for a in WINDOWED_ARMS
     }
     return {
         "name": "windowed_passkey",
         "protocol": {
+            **_seeded_protocol(names, steps),
             "task": f"passkey retrieval, {key_len}-digit keys, sequences of 64 characters",
-            "start": "shipped checkpoint rope_passkey (full-attention RoPE, seed 0)",
-            "model": PASSKEY_MODEL,
-            "plans": plans,
-            "window": window,
-            "finetune": {**finetune, "seed": "per run"},
+            "plans": {n: recipe(n)["model"]["plan"] for n in names},
+            "window": recipe(WINDOWED_ARMS[0])["model"]["position_options"]["swa_rope"]["window"],
             "distances": distances,
             "eval_samples": samples,
             "eval_seed": 1234,
             "interval": "95% Wilson interval over evaluation sequences",
         },
-        "checkpoints": _hashes(["rope_passkey"]),
-        "seeds": seeds,
-        "step0": step0,
-        "rows": runs,
-        "reference": ref,
+        **_seed_facts(runs),
         "summary": summary,
-        "cpu_seconds": round(cpu, 1),
-        "versions": _versions(),
     }
 
 
@@ -855,75 +836,88 @@ def nope_anchor(seeds=(0, 1, 2), *, steps: int = 800, tokens: int = 65536) -> di
     }
 
 
+#: The counting models of :func:`counting_length_generalisation` (:mod:`pecourse.train`).
+COUNTING_MODELS = (
+    "nope_counting",
+    "rope_counting",
+    "alibi_counting",
+    "nope_counting_long",
+    "rope_counting_long",
+)
+
+
 def counting_length_generalisation(
     seeds=(0, 1, 2),
     *,
-    plans=("nope", "rope", "alibi"),
+    names=COUNTING_MODELS,
     lengths=(64, 128, 256),
     samples: int = 256,
+    learned_at: float = 0.9,
+    steps: int | None = None,
+    log=None,
 ) -> dict:
     r"""An algorithmic length-generalisation test in the manner of Kazemnejad et al. 2023
     (arXiv:2305.19466): train short, test long, score exact answers — on the counting task.
 
-    Each plan is trained with the shipped ``rope_counting`` recipe (4 layers, ``d = 64``,
-    sequences of 64, 600 steps, loss on the answers only) and tested on sequences of every
-    length in ``lengths``: the same stream of ``+``, ``*`` and letters, so only the length
-    changes. Seed 0 of ``rope`` is the shipped checkpoint (the same recipe and seed). Scores:
-    answer accuracy per sequence with a bootstrap interval over ``samples`` sequences.
+    Each recipe of ``names`` (4 layers, ``d = 64``, sequences of 64, 600 steps — 2,400 for
+    the ``*_long`` ones —, loss on the answers only; seed 0 of ``rope_counting`` is the
+    shipped checkpoint) is tested on sequences of every length in ``lengths``: the same
+    stream of ``+``, ``*`` and letters, so only the length changes. Scores: answer accuracy
+    per sequence with a bootstrap interval over ``samples`` sequences. A model has *learned*
+    the task when its accuracy at the training length is at least ``learned_at`` at every
+    seed; the summary ranks the longest length among those models only, since a model that
+    never learned the task says nothing about generalising it. ``steps`` and ``log`` as in
+    :func:`extrapolation_seeds`.
     """
-    from .model import checkpoint_info, load_checkpoint
-    from .train import RECIPES, TrainConfig
+    from ._validate import check_float
+    from .train import recipe
 
     seeds = _check_seeds(seeds)
+    names = [check_choice("names[]", n, COUNTING_MODELS) for n in names]
     lengths = [check_int("lengths[]", n, minimum=8) for n in lengths]
     samples = check_int("samples", samples, minimum=1)
-    base = RECIPES["rope_counting"]["train"]
-    recipe = TrainConfig.from_dict(base)
-    model_kwargs = {k: v for k, v in RECIPES["rope_counting"]["model"].items() if k != "plan"}
-    runs, cpu = [], 0.0
-    for plan in plans:
-        for seed in seeds:
-            start = time.process_time()
-            if plan == "rope" and seed == recipe.seed:
-                model = load_checkpoint("rope_counting")
-                curve, source = checkpoint_info("rope_counting")["loss_curve"], "shipped checkpoint"
-            else:
-                model, curve, _ = _train_one({**model_kwargs, "plan": plan}, {**base, "seed": seed})
-                source = "trained by this study"
-            run = {"plan": plan, "seed": seed, "source": source, "loss_curve": curve}
-            for n in lengths:
-                run[f"length_{n}"] = _score(
-                    per_sample_accuracy(model, "counting", n, samples=samples)
-                )
-            seconds = time.process_time() - start
-            run["cpu_seconds"] = round(seconds, 1)
-            cpu += seconds
-            runs.append(run)
-    summary = {
-        plan: {
-            f"length_{n}": _spread([r[f"length_{n}"]["mean"] for r in runs if r["plan"] == plan])
+    learned_at = check_float("learned_at", learned_at, minimum=0.0, maximum=1.0)
+    if steps is not None:
+        steps = check_int("steps", steps, minimum=1)
+    train_len = recipe(names[0])["model"]["train_len"]
+
+    def measure(model, name):
+        return {
+            f"length_{n}": _score(per_sample_accuracy(model, "counting", n, samples=samples))
             for n in lengths
         }
-        for plan in plans
+
+    key = {"study": "counting_length_generalisation", "lengths": lengths, "samples": samples}
+    runs = _seeded_runs(
+        names, seeds, steps=steps, key={**key, "steps": steps}, log=log, measure=measure
+    )
+    summary = {
+        name: {
+            f"length_{n}": _spread([r[f"length_{n}"]["mean"] for r in runs if r["model"] == name])
+            for n in lengths
+        }
+        for name in names
     }
+    for name in names:
+        summary[name]["learned"] = summary[name][f"length_{train_len}"]["min"] >= learned_at
+    top = f"length_{max(lengths)}"
+    ranked = sorted(
+        (n for n in names if summary[n]["learned"]), key=lambda n: -summary[n][top]["mean"]
+    )
     return {
         "name": "counting_length_generalisation",
         "protocol": {
+            **_seeded_protocol(names, steps),
             "task": "counting ('+' since the last '*', asked after '='; counts stay below 10)",
-            "model": model_kwargs,
-            "plans": list(plans),
-            "train": {**base, "seed": "per run"},
             "lengths": lengths,
             "eval_samples": samples,
             "eval_seed": 4321,
             "interval": "95% percentile bootstrap over evaluation sequences, 2000 resamples",
+            "learned": f"accuracy at the training length {train_len} >= {learned_at} at every seed",
         },
-        "checkpoints": _hashes(["rope_counting"] if "rope" in plans else []),
-        "seeds": seeds,
-        "rows": runs,
+        **_seed_facts(runs),
         "summary": summary,
-        "cpu_seconds": round(cpu, 1),
-        "versions": _versions(),
+        "ranking": {"at": max(lengths), "learned_models": ranked},
     }
 
 
@@ -943,7 +937,7 @@ def _seeded_runs(names, seeds, *, steps, key: dict, log, measure) -> list[dict]:
     while that checkpoint is unchanged. Returns the runs ordered by seed, then by ``names``.
     """
     from .model import checkpoint_info, checkpoint_sha256, load_checkpoint
-    from .train import RECIPES, TrainConfig
+    from .train import RECIPES, TrainConfig, recipe
 
     done = {}
     folder = tempfile.TemporaryDirectory() if log is None else None
@@ -960,8 +954,8 @@ def _seeded_runs(names, seeds, *, steps, key: dict, log, measure) -> list[dict]:
     bar = tqdm(pairs, desc=key.get("study", "study"), unit="model", disable=not PROGRESS)
     for seed, name in bar:
         bar.set_postfix_str(f"{name} seed {seed}")
-        recipe = RECIPES[name]
-        shipped = seed == TrainConfig.from_dict(recipe["train"]).seed and steps is None
+        train = recipe(name)["train"]
+        shipped = name in RECIPES and seed == TrainConfig.from_dict(train).seed and steps is None
         if (name, seed) in done and (
             not shipped or done[(name, seed)]["sha256"] == checkpoint_sha256(name)
         ):
@@ -976,7 +970,7 @@ def _seeded_runs(names, seeds, *, steps, key: dict, log, measure) -> list[dict]:
         else:
             model, curve = _train_seed(name, seed, steps, store)
             run = {"model": name, "seed": seed, "source": "trained by this study"}
-        run["train_steps"] = steps or recipe["train"]["steps"]
+        run["train_steps"] = steps or train["steps"]
         run["loss_curve"] = curve
         run.update(measure(model, name))
         seconds = time.process_time() - start
@@ -1006,10 +1000,10 @@ def _train_seed(name: str, seed: int, steps, store: Path):
     seed's run of its parent; keep the weights in ``store``; return ``(model, curve)``.
     Weights already kept there for the same recipe options are read instead of retrained."""
     from .model import load_checkpoint, save_checkpoint
-    from .train import RECIPES
+    from .train import recipe
 
-    recipe = RECIPES[name]
-    train = {**recipe["train"], "seed": seed, **({"steps": steps} if steps else {})}
+    plan = recipe(name)
+    train = {**plan["train"], "seed": seed, **({"steps": steps} if steps else {})}
     parent = train.get("init_from")
     if parent:
         train["init_from"] = _parent(parent, seed, steps, store, ensure=False)
@@ -1017,15 +1011,12 @@ def _train_seed(name: str, seed: int, steps, store: Path):
     if path.with_suffix(".safetensors").exists():  # trained before, measured or not
         model = load_checkpoint(path)
         kept = model.checkpoint
-        if (
-            kept.get("train") == train
-            and kept["config"] == ModelConfig(**recipe["model"]).to_dict()
-        ):
+        if kept.get("train") == train and model.config == ModelConfig(**plan["model"]):
             logger.info("%s seed %d: weights read from %s", name, seed, path)
             return model, kept["loss_curve"]
     if parent:
         _parent(parent, seed, steps, store)  # trained again if its weights are gone
-    model, curve, _ = _train_one(recipe["model"], train)
+    model, curve, _ = _train_one(plan["model"], train)
     save_checkpoint(model, path, loss_curve=curve, train=train)
     return model, curve
 
@@ -1037,7 +1028,7 @@ def _parent(name: str, seed: int, steps, store: Path, *, ensure: bool = True) ->
     is not there."""
     from .train import RECIPES, TrainConfig
 
-    if seed == TrainConfig.from_dict(RECIPES[name]["train"]).seed and steps is None:
+    if name in RECIPES and seed == TrainConfig.from_dict(RECIPES[name]["train"]).seed and not steps:
         return name
     path = _kept(store, name, seed, steps)
     if ensure and not path.with_suffix(".safetensors").exists():  # e.g. a log kept numbers only
@@ -1060,13 +1051,71 @@ def _seed_facts(runs) -> dict:
 def _seeded_protocol(names, steps) -> dict:
     """What the protocol of every :func:`_seeded_runs` study states: the models, their shared
     architecture, each recipe's training options, and where seed 0 comes from."""
-    from .train import RECIPES
+    from .train import recipe
 
     return {
         "models": names,
-        "model": {k: v for k, v in RECIPES[names[0]]["model"].items() if k != "plan"},
-        "train": {n: {**RECIPES[n]["train"], **({"steps": steps} if steps else {})} for n in names},
+        "model": {k: v for k, v in recipe(names[0])["model"].items() if k != "plan"},
+        "train": {n: {**recipe(n)["train"], **({"steps": steps} if steps else {})} for n in names},
         "seed_0": "the shipped checkpoint (same recipe and seed); other seeds trained here",
+    }
+
+
+def _extrapolation_table(study, names, seeds, lengths, tokens, steps, log) -> dict:
+    """The recording of :func:`extrapolation_seeds` or :func:`embedding_setup` (``study``):
+    every (recipe, seed) of ``names``, its perplexity at ``lengths`` and the context it uses
+    at its training length (:func:`pecourse.evaluate.context_used`)."""
+    from .evaluate import context_losses, context_used, perplexity_interval, window_losses
+    from .train import recipe
+
+    seeds = _check_seeds(seeds)
+    names = [check_choice("names[]", n, _ALL_RECIPES()) for n in names]
+    lengths = [check_int("lengths[]", n, minimum=2) for n in lengths]
+    tokens = check_int("tokens", tokens, minimum=max(lengths))
+    if steps is not None:
+        steps = check_int("steps", steps, minimum=1)
+
+    def measure(model, name):
+        out = {}
+        for n in lengths:
+            try:
+                out[str(n)] = perplexity_interval(window_losses(model, n, tokens=tokens))
+            except ValueError:  # a learned table has no row for these positions
+                out[str(n)] = None
+        used = context_used(context_losses(model, tokens=tokens))
+        return {**out, "context_used": used["context_used"], "context_gain": used["gain"]}
+
+    key = {"study": study, "lengths": lengths, "tokens": tokens, "steps": steps, "context": 1}
+    runs = _seeded_runs(names, seeds, steps=steps, key=key, log=log, measure=measure)
+    summary = {}
+    for name in names:
+        mine = [r for r in runs if r["model"] == name]
+        summary[name] = {
+            str(n): _spread([r[str(n)]["perplexity"] for r in mine])
+            for n in lengths
+            if all(r[str(n)] for r in mine)
+        }
+        if all(r[str(lengths[-1])] for r in mine):  # the rise from the shortest to the longest
+            summary[name]["ratio"] = _spread(
+                [r[str(lengths[-1])]["perplexity"] / r[str(lengths[0])]["perplexity"] for r in mine]
+            )
+    return {
+        "name": study,
+        "protocol": {
+            **_seeded_protocol(names, steps),
+            "embed_scale": {n: recipe(n)["model"].get("embed_scale", "scheme") for n in names},
+            "mode": "nonoverlapping",
+            "lengths": lengths,
+            "eval_tokens": tokens,
+            "split": "validation, the first eval_tokens characters (the same for every model)",
+            "interval": "95% percentile bootstrap over windows, 2000 resamples",
+            "ratio": f"perplexity at {lengths[-1]} / at {lengths[0]}, per seed",
+            "context_used": "pecourse.evaluate.context_used at the training length (as context_use)",
+        },
+        "eval_tokens": tokens,
+        **_seed_facts(runs),
+        "summary": summary,
+        "context_used": {n: [r["context_used"] for r in runs if r["model"] == n] for n in names},
     }
 
 
@@ -1087,59 +1136,45 @@ def extrapolation_seeds(
     as numbers. Every model is evaluated under the protocol (:mod:`pecourse.evaluate`): the
     same ``tokens`` validation characters cut into non-overlapping windows of each length,
     perplexity with a bootstrap interval over windows; a learned table has no rows past its
-    training length (``None``). ``steps`` overrides the budget of every trained run (a test
-    uses it; the recording uses the recipe's). ``log``: see :func:`_seeded_runs`.
+    training length (``None``); and the context each model uses at its training length.
+    ``steps`` overrides the budget of every trained run (a test uses it; the recording uses
+    the recipe's). ``log``: see :func:`_seeded_runs`.
     """
-    from .evaluate import perplexity_interval, window_losses
-    from .train import RECIPES
+    return _extrapolation_table("extrapolation_seeds", names, seeds, lengths, tokens, steps, log)
 
-    seeds = _check_seeds(seeds)
-    names = [check_choice("names[]", n, tuple(RECIPES)) for n in names]
-    lengths = [check_int("lengths[]", n, minimum=2) for n in lengths]
-    tokens = check_int("tokens", tokens, minimum=max(lengths))
-    if steps is not None:
-        steps = check_int("steps", steps, minimum=1)
 
-    def measure(model, name):
-        out = {}
-        for n in lengths:
-            try:
-                out[str(n)] = perplexity_interval(window_losses(model, n, tokens=tokens))
-            except ValueError:  # a learned table has no row for these positions
-                out[str(n)] = None
-        return out
+#: The extrapolation set under one embedding setup (:data:`pecourse.train.STUDY_RECIPES`).
+EMBEDDING_CONTROLS = (
+    "learned_sqrt_d",
+    "sinusoidal",
+    "rope_sqrt_d",
+    "t5_sqrt_d",
+    "alibi_sqrt_d",
+    "nope_sqrt_d",
+    "sinusoidal_unscaled",
+)
 
-    key = {"study": "extrapolation_seeds", "lengths": lengths, "tokens": tokens, "steps": steps}
-    runs = _seeded_runs(names, seeds, steps=steps, key=key, log=log, measure=measure)
-    summary = {}
-    for name in names:
-        mine = [r for r in runs if r["model"] == name]
-        summary[name] = {
-            str(n): _spread([r[str(n)]["perplexity"] for r in mine])
-            for n in lengths
-            if all(r[str(n)] for r in mine)
-        }
-        if all(r[str(lengths[-1])] for r in mine):  # the rise from the shortest to the longest
-            summary[name]["ratio"] = _spread(
-                [r[str(lengths[-1])]["perplexity"] / r[str(lengths[0])]["perplexity"] for r in mine]
-            )
-    base = {k: v for k, v in RECIPES[names[0]]["train"].items()}
-    return {
-        "name": "extrapolation_seeds",
-        "protocol": {
-            **_seeded_protocol(names, steps),
-            "train": {**base, **({"steps": steps} if steps else {}), "seed": "per run"},
-            "mode": "nonoverlapping",
-            "lengths": lengths,
-            "eval_tokens": tokens,
-            "split": "validation, the first eval_tokens characters (the same for every model)",
-            "interval": "95% percentile bootstrap over windows, 2000 resamples",
-            "ratio": f"perplexity at {lengths[-1]} / at {lengths[0]}, per seed",
-        },
-        "eval_tokens": tokens,
-        **_seed_facts(runs),
-        "summary": summary,
-    }
+
+def embedding_setup(
+    seeds=(0, 1, 2),
+    *,
+    names=EMBEDDING_CONTROLS,
+    lengths=(64, 128, 256, 512),
+    tokens: int = 65536,
+    steps: int | None = None,
+    log=None,
+) -> dict:
+    r"""The extrapolation table under one embedding setup: chapter 06's control.
+
+    The shipped sinusoidal model alone multiplies its token embeddings by √d (with init std
+    d^-½, Vaswani et al. 2017 §3.4); the other schemes keep GPT-2's std 0.02 and no scale.
+    Here every scheme is trained with the sinusoidal model's setup (``*_sqrt_d``), and the
+    sinusoidal model also without it (``sinusoidal_unscaled``), otherwise as
+    :func:`extrapolation_seeds` and measured the same way, so a ranking of the schemes can be
+    read under either setup. ``sinusoidal`` (its own setup) is measured again here so the
+    table holds all six under √d.
+    """
+    return _extrapolation_table("embedding_setup", names, seeds, lengths, tokens, steps, log)
 
 
 def sliding_seeds(
@@ -1848,6 +1883,7 @@ STUDIES = {
     "sliding_seeds": sliding_seeds,
     "context_use": context_use,
     "extension_controls": extension_controls,
+    "embedding_setup": embedding_setup,
 }
 
 

@@ -539,6 +539,48 @@ RECIPES: dict[str, dict] = {
 }
 
 
+#: Recipes that only studies train, at every seed (no checkpoint is shipped): the controls
+#: of the shipped recipes' comparisons, each the recipe it controls with one thing changed.
+STUDY_RECIPES: dict[str, dict] = {
+    # The extrapolation set under one embedding setup (chapter 06): every scheme with the
+    # sinusoidal model's √d scale and init, and the sinusoidal model without them.
+    **{
+        f"{n}_sqrt_d": _recipe(n, {"embed_scale": "sqrt_d"})
+        for n in ("learned", "rope", "t5", "alibi", "nope")
+    },
+    "sinusoidal_unscaled": _recipe("sinusoidal", {"embed_scale": "none"}),
+    # Chapter 11: the passkey model's RoPE layers restricted to 8-key windows, continued on
+    # its task for its own budget: all four layers windowed; layers 0-2 windowed and layer 3
+    # a global NoPE layer (Command A's layout); and the control, layer 3 a global RoPE layer.
+    **{
+        f"rope_passkey_{arm}": _recipe(
+            "rope",
+            {"plan": plan, "position_options": {"swa_rope": {"window": 8}}},
+            **{**_PASSKEY, **_FINETUNE, "steps": 1000},
+            init_from="rope_passkey",
+        )
+        for arm, plan in (
+            ("swa", "swa_rope"),
+            ("swa_nope", "swa_rope,swa_rope,swa_rope,nope"),
+            ("swa_rope", "swa_rope,swa_rope,swa_rope,rope"),
+        )
+    },
+    # Chapter 15: the counting recipe with NoPE and ALiBi; NoPE with four times the budget (at
+    # 600 steps it has not learned the task at the training length), and RoPE with the same.
+    "nope_counting": _recipe("nope", data="counting", steps=600),
+    "alibi_counting": _recipe("alibi", data="counting", steps=600),
+    "nope_counting_long": _recipe("nope", data="counting", steps=2400),
+    "rope_counting_long": _recipe("rope", data="counting", steps=2400),
+}
+
+
+def recipe(name: str) -> dict:
+    """The recipe called ``name``: a shipped one (:data:`RECIPES`) or a study's own
+    (:data:`STUDY_RECIPES`)."""
+    check_choice("recipe", name, (*RECIPES, *STUDY_RECIPES))
+    return RECIPES.get(name) or STUDY_RECIPES[name]
+
+
 def train_recipe(
     name: str, *, out_dir=None, progress: bool = True, stop_after: int | None = None, **overrides
 ):

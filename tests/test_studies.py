@@ -13,6 +13,7 @@ from pecourse.model import checkpoint_info, load_checkpoint
 from pecourse.positions.multidim import AxialRoPE
 from pecourse.positions.rope import RoPE
 from pecourse.results import recorded
+from pecourse.train import recipe
 
 # --- bootstrap_interval -----------------------------------------------------------------------
 
@@ -209,31 +210,62 @@ def test_cope_selective_copy_recording():
 
 
 def test_windowed_passkey_recording():
-    rec, defaults = studies.load("windowed_passkey"), _defaults(studies.windowed_passkey)
-    assert (
-        list(defaults["seeds"]) == rec["seeds"] and rec["protocol"]["window"] == defaults["window"]
-    )
-    assert rec["protocol"]["finetune"]["steps"] == defaults["steps"]
+    """Three seeds of the base and of every arm, each arm continued from its own seed's base;
+    the summary is the runs'; each accuracy is k / samples inside its Wilson interval."""
+    rec = studies.load("windowed_passkey")
+    assert rec["seeds"] == list(_defaults(studies.windowed_passkey)["seeds"])
+    assert rec["protocol"]["models"] == ["rope_passkey", *studies.WINDOWED_ARMS]
     assert rec["protocol"]["distances"] == list(studies.PASSKEY_DISTANCES)
-    for variant, by_distance in rec["summary"].items():
-        for d, spread in by_distance.items():
-            runs = [r for r in rec["rows"] if r["variant"] == variant]
-            assert spread["per_seed"] == [r["by_distance"][d]["accuracy"] for r in runs]
-    for r in rec["rows"]:  # each accuracy is k / samples, inside its Wilson interval
-        for v in r["by_distance"].values():
-            k = round(v["accuracy"] * rec["protocol"]["eval_samples"])
-            lo, hi = studies.wilson_interval(k, rec["protocol"]["eval_samples"])
-            assert v["ci95"] == [round(lo, 4), round(hi, 4)] and lo <= v["accuracy"] <= hi
+    runs = _runs_by(rec)
+    assert set(runs) == {(m, s) for m in rec["protocol"]["models"] for s in rec["seeds"]}
+    for name in rec["protocol"]["models"]:
+        for d, spread in rec["summary"][name].items():
+            got = [runs[name, s]["by_distance"][d]["accuracy"] for s in rec["seeds"]]
+            assert spread["per_seed"] == got
+    for arm in studies.WINDOWED_ARMS:  # before continuing: the base's weights in the arm's plan
+        for d, spread in rec["summary"][f"{arm} step0"].items():
+            got = [runs["rope_passkey", s]["step0"][arm][d]["accuracy"] for s in rec["seeds"]]
+            assert spread["per_seed"] == got
+    samples = rec["protocol"]["eval_samples"]
+    for r in rec["rows"]:
+        for scores in [r["by_distance"], *r.get("step0", {}).values()]:
+            for v in scores.values():
+                k = round(v["accuracy"] * samples)
+                lo, hi = studies.wilson_interval(k, samples)
+                assert v["ci95"] == [round(lo, 4), round(hi, 4)]
+                assert v["ci95"][0] <= v["accuracy"] <= v["ci95"][1]
+
+
+def test_windowed_passkey_arms_continue_their_seeds_base(tmp_path):
+    """On a tiny budget: seed 1's arms start from seed 1's base, not from the shipped one."""
+    out = studies.windowed_passkey(
+        seeds=(1,), steps=2, samples=8, distances=(4, 16), log=tmp_path / "log.jsonl"
+    )
+    kept = tmp_path / "log-weights"
+    for arm in studies.WINDOWED_ARMS:
+        info = load_checkpoint(kept / f"{arm}-seed1-steps2").checkpoint
+        assert info["train"]["init_from"] == str(kept / "rope_passkey-seed1-steps2")
+        assert info["config"]["plan"] == recipe(arm)["model"]["plan"]
+    assert out["checkpoints"] == {} and set(out["summary"]) >= set(studies.WINDOWED_ARMS)
 
 
 def test_counting_and_anchor_recordings():
     counting = studies.load("counting_length_generalisation")
     assert counting["seeds"] == list(_defaults(studies.counting_length_generalisation)["seeds"])
-    for plan, by_length in counting["summary"].items():
+    runs = _runs_by(counting)
+    learned_at = _defaults(studies.counting_length_generalisation)["learned_at"]
+    for name in counting["protocol"]["models"]:
+        by_length = dict(counting["summary"][name])
+        learned = by_length.pop("learned")
         for key, spread in by_length.items():
-            assert spread["per_seed"] == [
-                r[key]["mean"] for r in counting["rows"] if r["plan"] == plan
-            ]
+            assert spread["per_seed"] == [runs[name, s][key]["mean"] for s in counting["seeds"]]
+        assert learned == (by_length["length_64"]["min"] >= learned_at)
+    ranking = counting["ranking"]  # only models that learned the task at 64 are ranked
+    assert all(counting["summary"][n]["learned"] for n in ranking["learned_models"])
+    top = [
+        counting["summary"][n][f"length_{ranking['at']}"]["mean"] for n in ranking["learned_models"]
+    ]
+    assert top == sorted(top, reverse=True)
     anchor = studies.load("nope_anchor")
     assert anchor["seeds"] == list(_defaults(studies.nope_anchor)["seeds"])
     assert anchor["protocol"]["eval_tokens"] == _defaults(studies.nope_anchor)["tokens"]
@@ -289,7 +321,7 @@ def test_cope_counting_recording_recomputes():
 
 def test_extrapolation_seeds_runs_on_a_tiny_budget_and_resumes_from_its_log(tmp_path, monkeypatch):
     log = tmp_path / "runs.jsonl"
-    kw = dict(names=("learned", "alibi"), lengths=(32, 64, 128), tokens=256, steps=1, log=log)
+    kw = dict(names=("learned", "alibi"), lengths=(32, 64, 128), tokens=512, steps=1, log=log)
     out = studies.extrapolation_seeds(seeds=(2, 1), **kw)
     assert out["seeds"] == [1, 2] and out["checkpoints"] == {}  # nothing shipped was read
     assert [(r["model"], r["seed"]) for r in out["rows"]] == [
@@ -299,7 +331,10 @@ def test_extrapolation_seeds_runs_on_a_tiny_budget_and_resumes_from_its_log(tmp_
         ("alibi", 2),
     ]
     learned = out["rows"][0]
-    assert learned["128"] is None and learned["64"]["windows"] == 4  # no table rows past 64
+    assert learned["128"] is None and learned["64"]["windows"] == 8  # no table rows past 64
+    assert out["context_used"] == {
+        m: [r["context_used"] for r in out["rows"] if r["model"] == m] for m in ("learned", "alibi")
+    }
     assert set(out["summary"]["learned"]) == {"32", "64"}  # no ratio where a length is missing
     alibi = [r for r in out["rows"] if r["model"] == "alibi"]
     assert out["summary"]["alibi"]["ratio"]["per_seed"] == [
@@ -435,9 +470,12 @@ def test_augmentation_seeds_recording():
         if "sliding" in row:
             assert run["sliding"] == row["sliding"]
     plain = _runs_by(studies.load("extrapolation_seeds"))
-    for s in rec["seeds"]:
+    for s in rec["seeds"]:  # the same training run; the recordings were measured apart, so the
+        assert runs["rope", s]["loss_curve"] == plain["rope", s]["loss_curve"]  # bootstrap may round
         for n in p["lengths"]:
-            assert runs["rope", s][str(n)] == plain["rope", s][str(n)]
+            mine, theirs = runs["rope", s][str(n)], plain["rope", s][str(n)]
+            assert mine["perplexity"] == pytest.approx(theirs["perplexity"], abs=2e-4)
+            assert mine["ci95"] == pytest.approx(theirs["ci95"], abs=2e-4)
     for m in p["models"]:
         mine = [runs[m, s] for s in rec["seeds"]]
         assert mine[0]["source"] == "shipped checkpoint"
@@ -542,9 +580,11 @@ def test_extension_seeds_recording():
     for row in scaling["retrieval"]:
         assert runs["rope_passkey", 0]["scaled"][row["model"]]["retrieval"] == row["retrieval"]
     plain = _runs_by(studies.load("extrapolation_seeds"))
-    for s in rec["seeds"]:
+    for s in rec["seeds"]:  # the same run, measured apart: equal up to the last rounded digit
         for n in p["lengths"]:
-            assert runs["rope", s]["scaled"]["none"][str(n)] == plain["rope", s][str(n)]
+            mine, theirs = runs["rope", s]["scaled"]["none"][str(n)], plain["rope", s][str(n)]
+            assert mine["perplexity"] == pytest.approx(theirs["perplexity"], abs=2e-4)
+            assert mine["ci95"] == pytest.approx(theirs["ci95"], abs=2e-4)
         for m in p["models"]:
             assert runs[m, s]["source"] == (
                 "shipped checkpoint" if s == 0 else "trained by this study"
@@ -722,7 +762,7 @@ def test_the_studies_command_logs_cpu_time_and_resumes_from_its_log_dir(
 
     def tiny(*, log=None):  # extrapolation_seeds on a budget a test can pay
         return studies.extrapolation_seeds(
-            seeds=(1,), names=("alibi",), lengths=(32,), tokens=64, steps=1, log=log
+            seeds=(1,), names=("alibi",), lengths=(32,), tokens=512, steps=1, log=log
         )
 
     monkeypatch.setitem(studies.STUDIES, "extrapolation_seeds", tiny)

@@ -59,6 +59,7 @@ OPTIONAL: dict[str, tuple] = {
     "reference": (dict, "the model or setting the rows are compared with"),
     "step0": (dict, "the measurement before any training"),
     "bases": (list, "the RoPE bases trained"),
+    "ranking": (dict, "an ordering a chapter reads: at which setting, and of which models"),
 }
 
 
