@@ -92,6 +92,14 @@ def unix_users_possible() -> str | None:
     missing = [t for t in ("unshare", "setpriv", "mount") if not shutil.which(t)]
     if missing:
         return f"util-linux's {', '.join(missing)} not found"
+    with tempfile.TemporaryDirectory() as spot:  # mounted over only inside the namespace
+        probe = subprocess.run(
+            ["unshare", "--mount", "--propagation", "private", "mount", "-t", "tmpfs", "t", spot],
+            capture_output=True,
+            text=True,
+        )
+    if probe.returncode:  # a container without CAP_SYS_ADMIN, for one
+        return f"a mount namespace cannot be made here ({probe.stderr.strip()})"
     for needed in (ROOT, BIN):  # what every server runs (besides the base interpreter)
         if private_folder(needed):
             return f"{needed} lies in {private_folder(needed)[0]}, which other users cannot enter"
