@@ -2,10 +2,11 @@
 
 Sphinx's search cuts each result's snippet from the result's page, which it fetches; a browser
 refuses ``fetch()`` on ``file://``. After Sphinx has written the site, :func:`write_pages`
-reads every page back and writes its main text — the ``[role="main"]`` element with only its
-sections (their ids, which Sphinx's snippets look up for a result in a section) and their
-text — into ``_static/pecourse-search-pages.js``, which the search page loads. The HTML is
-read with the standard library's parser.
+reads every page back and writes its main text — the article in the ``[role="main"]``
+element, with only its sections (their ids, which Sphinx's snippets look up for a result in a
+section) and their text — into ``_static/pecourse-search-pages.js``, which the search page
+loads; ``book/search_scorer.js`` ranks with the same text. The HTML is read with the standard
+library's parser.
 """
 
 from __future__ import annotations
@@ -16,14 +17,15 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 PAGES_JS = "pecourse-search-pages.js"
-# Not the page's own words: code that runs, and navigation (the in-page contents list).
-_SKIPPED = {"script", "style", "template", "svg", "math", "nav"}
+# Not the page's own words: code that runs, navigation, buttons.
+_SKIPPED = {"script", "style", "template", "svg", "math", "nav", "button"}
 _VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source",
          "track", "wbr"}  # fmt: skip
 
 
 class _MainText(HTMLParser):
-    """The text of a page's ``[role="main"]`` element, keeping its ``<section id>`` nesting."""
+    """The text of the ``<article>`` in a page's ``[role="main"]`` element, keeping its
+    ``<section id>`` nesting."""
 
     def __init__(self):
         super().__init__(convert_charrefs=True)
@@ -46,6 +48,8 @@ class _MainText(HTMLParser):
         classes = (attrs.get("class") or "").split()
         if tag in _SKIPPED or "headerlink" in classes:
             self.stack.append("skip")
+        elif tag == "article":
+            self.stack.append("article")
         elif tag == "section" and attrs.get("id") and not skipping:
             self.stack.append("section")
             self.out.append(f'<section id="{html.escape(attrs["id"])}">')
@@ -65,7 +69,8 @@ class _MainText(HTMLParser):
             self.out.append("</section>")
 
     def handle_data(self, data):
-        if self.in_main and not any(kind == "skip" for kind in self.stack):
+        # The article's words only: not the buttons and contents list around it.
+        if "article" in self.stack and "skip" not in self.stack:
             self.out.append(html.escape(data, quote=False))
 
 

@@ -8,8 +8,9 @@ shows such a block as an HTML table instead: each value under its header, an int
 
 The reading is deliberately narrow: a block becomes a table only when every one of its rows is
 a label followed by values (numbers, numbers with an interval, ``—``, ``n/a``) that fall into
-the header's columns one for one (or the same number of values in every column, for the rows
-that list one value per seed), and the cells, read back in order, give the row's text exactly.
+the header's columns — one for one, the same number in each (the rows that list one value per
+seed), or each under the column edge nearest to it — leaving no column empty, and the cells,
+read back in order, hold the row's characters exactly.
 Anything else stays printed text, as it was. Recordings (``pecourse/results/*.json``) are
 shown as tables too: :func:`recording_page`.
 """

@@ -115,6 +115,12 @@ def test_chapters_08_and_14_read_on_a_laptop_screen(tmp_path):
         # Chapter 14's results, printed as text wider than the column, are HTML tables that fit.
         assert browser.page.locator("table.pc-results").count() >= 5
         assert browser.page.evaluate(_WIDE_TABLES) == []
+        # Search ranks the section that names the query first (Sphinx alone tied it with every
+        # chapter that holds both words, and put chapter 14 sixth in the whole book).
+        index = (result.out / "index.html").as_uri()
+        assert check._search(browser.page, index, "position interpolation", "14_rope") == ""
+        first = browser.page.locator("ul.search li a").first.get_attribute("href")
+        assert first == "notebooks/14_rope_scaling.html#position-interpolation-pi", first
         # Its recording's page shows the rows as a table (and the JSON under it).
         recording = "source/pecourse/results/rope_scaling.json.html"
         report = browser.check(result.out / recording, check.PageReport(recording))
