@@ -671,7 +671,9 @@ def register(subparsers) -> None:
         metavar="GRADEBOOK",
         help="SQLite gradebook (the .sqlite file beside pecourse grade's CSV)",
     )
-    report.add_argument("--out", type=Path, required=True, help="folder to write the report in")
+    report.add_argument(
+        "--out", type=Path, required=True, metavar="DIR", help="folder to write the report in"
+    )
     report.set_defaults(func=_main)
 
 
