@@ -347,7 +347,9 @@ def recording_page(repo_path: str, recording: dict) -> str:
     """The MyST page of a recording: what it is, its rows as tables, then the JSON itself."""
     name = repo_path.rsplit("/", 1)[-1]
     # Out of the search: its numbers are in the chapters that read it, where they mean something.
-    lines = ["---", "nosearch: true", "---", "", f"# Recording `{repo_path}`", ""]
+    stem = name.removesuffix(".json")
+    lines = ["---", "nosearch: true", "---", "", f"# Recording: {stem}", ""]
+    lines += [f"The file `{repo_path}`, as `pecourse.results.recorded({stem!r})` reads it.", ""]
     about = {k: v for k, v in recording.items() if k != "rows" and not isinstance(v, (dict, list))}
     if isinstance(recording.get("summary"), dict):  # the reading a chapter's prose asserts
         about.update(_flatten(recording["summary"], "summary."))
