@@ -3,23 +3,20 @@
 :mod:`pecourse.exercises.grade` starts ``python -m pecourse.exercises._runner --serve
 LEVEL`` once per batch (:func:`serve`): it imports torch, numpy, matplotlib and IPython
 once, checks which isolation the machine allows (:func:`pecourse.exercises.sandbox.probe`),
-forks a **zygote** (:func:`zygote`) before it reads any job, and has the zygote fork one
-**judge** per submission. The processes of one job::
+and forks one **judge** per submission. The processes of one job::
 
-    fork server ──fork──► zygote ──fork──► judge (trusted: set-up and test cells,
-    (reads no job)        (reads no job)      │     verdicts, result file)
-                                              └──fork──► gate (new user + PID namespaces)
-                                                          └──fork──► student (PID 1 there:
-                                                              set-up, answer and added
-                                                              cells; sandboxed)
+    fork server ──fork──► judge (trusted: set-up and test cells, verdicts, result file)
+    (reads no job)          └──fork──► gate (new user + PID namespaces)
+                                        └──fork──► student (PID 1 there: set-up, answer
+                                                   and added cells; sandboxed)
 
 **No process the student's code runs in ever held another job, or a test.** A fork
 copies the parent's whole memory, freed memory included (freed memory is not wiped, and a
 notebook can read its own raw memory with ``process_vm_readv``). So the server hands each
-job file to the zygote as an open descriptor it never reads; the zygote passes it, unread,
-to a new judge; and the judge forks the gate and the student's process *before* it reads
-the job. The student's process thus starts as a copy of the zygote (the preloaded modules
-and nothing else) and receives over its socket only its own part of the job: its notebook,
+job file to a new judge as an open descriptor it never reads, and the judge forks the
+gate and the student's process *before* it reads the job. The student's process thus
+starts as a copy of the server (the preloaded modules, the protocol's ids and paths, and
+nothing else) and receives over its socket only its own part of the job: its notebook,
 its folders and its limits (:meth:`Judge.configure`), then the set-up, answer and added
 cells one at a time. The test cells stay in the judge.
 
@@ -82,26 +79,12 @@ GRACE = 3.0  # seconds the judge waits past a budget before it gives the student
 JUDGE_MB = 512  # the judge's memory on top of the notebook's limit: messages, references
 COPIED_MB = 512  # the job's cgroup also counts the preloaded pages its processes copy
 JUDGE_TASKS = 16  # the job's processes and threads on top of the notebook's: judge, gate
-# Imported once by the fork server, before the zygote is forked. Not the course package:
-# the student's process descends from the zygote and must not hold the reference code.
-PRELOAD = (
-    "torch",
-    "numpy",
-    "matplotlib.pyplot",
-    "IPython.core.interactiveshell",
-    "traitlets.config",
-    "safetensors.torch",
-)
-STUDENT_ENV = (
-    "PATH",
-    "LANG",
-    "LC_ALL",
-    "MPLBACKEND",
-    "PYTHONHASHSEED",
-    "OMP_NUM_THREADS",
-    "MKL_NUM_THREADS",
-    "PYTHONDONTWRITEBYTECODE",
-)
+# Imported once by the fork server. Not the course package: the student's process descends
+# from the server and must not hold the reference code.
+PRELOAD = "torch numpy matplotlib.pyplot IPython.core.interactiveshell traitlets.config"
+PRELOAD = (*PRELOAD.split(), "safetensors.torch")
+STUDENT_ENV = "PATH LANG LC_ALL MPLBACKEND PYTHONHASHSEED OMP_NUM_THREADS MKL_NUM_THREADS"
+STUDENT_ENV = (*STUDENT_ENV.split(), "PYTHONDONTWRITEBYTECODE")
 
 
 class CellTimeout(BaseException):
@@ -183,31 +166,18 @@ def _named_problem(exc: BaseException, message: str) -> str | None:
     if not isinstance(exc, (RuntimeError, TypeError, ValueError, IndexError)):
         return None
     low = message.lower()
-    dtype_marks = (
-        "did not match",
-        "expected scalar type",
-        "scalar type",
-        "must have the same dtype",
-        "dtype",
-        "result type",
-    )
-    shape_marks = (
-        "size of tensor",
-        "shapes cannot be multiplied",
-        "shape '",
-        "must match the size",
-        "dimension out of range",
-        "invalid for input of size",
-        "mismatch in shape",
-        "expected size",
-        "does not match the shape",
-        "broadcast",
-    )
-    if any(m in low for m in shape_marks):
+    if any(m in low for m in _SHAPE_MARKS.split("|")):
         return "shape problem (check the shape the exercise asks for)"
-    if any(m in low for m in dtype_marks):
+    if any(m in low for m in ("did not match", "scalar type", "dtype", "result type")):
         return "dtype problem (check the dtype the exercise asks for; compare in float64)"
     return None
+
+
+_SHAPE_MARKS = (
+    "size of tensor|shapes cannot be multiplied|shape '|must match the size|dimension out of "
+    "range|invalid for input of size|mismatch in shape|expected size|does not match the shape|"
+    "broadcast"
+)
 
 
 # --------------------------------------------------------------------------- a channel
@@ -366,9 +336,7 @@ class StudentServer:
             os._exit(0)
         method = {"cell": self.cell, "names": self.names, "call": self.call}.get(op)
         if method is None:
-            message = f"unknown op {clean_text(str(op), 40)!r}"
-            raised = {"type": "RuntimeError", "bases": ["RuntimeError"], "message": message}
-            return {"raised": raised}, {}
+            return {"raised": _raised_payload(RuntimeError(f"unknown op {op!r}"))}, {}
         if "rng" in blobs:  # the judge's random state, sent when its stream moved; none goes back
             self.torch.set_rng_state(blobs.pop("rng"))
         return method(header, blobs, float(header.get("budget", self.job["cell_timeout"])))
@@ -423,14 +391,11 @@ class StudentServer:
         except BaseException as exc:  # noqa: BLE001 - the answer's exception goes back
             signal.setitimer(signal.ITIMER_REAL, 0)
             reply, tensors = {"raised": _raised_payload(exc)}, {}
-        tensors = dict(tensors)
-        reply["changed"] = [k for k, t in sent.items() if not _same_bytes(t, blobs[k])]
-        tensors.update({f"arg{k}": blobs[k].detach() for k in reply["changed"]})
-        reply["generators"] = []
-        for handle_id, g in generators.items():
-            tensors[f"gen{handle_id}"] = g.get_state()
-            reply["generators"].append([handle_id, f"gen{handle_id}"])
-        return reply, tensors
+        changed = {
+            f"arg{k}": blobs[k].detach() for k, t in sent.items() if not _same_bytes(t, blobs[k])
+        }
+        states = {f"gen{handle}": g.get_state() for handle, g in generators.items()}
+        return reply, {**tensors, **changed, **states}
 
     def invoke(self, handle: int, args, kwargs):
         """Call back a function of the test's (it runs in the judge)."""
@@ -503,7 +468,7 @@ class Judge:
         """Fork the student's processes, before this judge has read its job.
 
         The student's process is a fork of this process, so it starts with a copy of this
-        process's memory, freed memory included: here that is the zygote's memory (the
+        process's memory, freed memory included: here that is the server's memory (the
         preloaded modules, never a job) and nothing else. It receives its own part of the
         job afterwards (:meth:`configure`). ``keep_closed``: descriptors the gate closes
         (the job file's)."""
@@ -536,19 +501,12 @@ class Judge:
     def _become_student(self, sock) -> None:
         try:
             # This process is a fork of a judge that has not read its job yet (nor has any
-            # ancestor since the zygote): no test cell, no other notebook was ever in this
+            # ancestor): no test cell, no other notebook was ever in this
             # memory. Its own part of the job comes over the socket (configure).
-            null = os.open(os.devnull, os.O_RDWR)
-            for target in (0, 1, 2):
-                os.dup2(null, target)
-            os.close(null)
-            keep_fds = {0, 1, 2, sock.fileno()}
-            for fd in _open_fds():
-                if fd not in keep_fds:
-                    try:
-                        os.close(fd)
-                    except OSError:
-                        pass
+            _to_devnull()
+            os.dup2(sock.fileno(), 3)
+            os.closerange(4, 2**16)  # every other descriptor the judge had
+            sock = socket.socket(fileno=3)
             os.setsid() if self.level == sandbox.NAMESPACES else None
             sock.settimeout(None)
             job, _ = wire.recv(sock)
@@ -690,15 +648,9 @@ class Judge:
                 pass
 
     def _serve_callback(self, header, blobs):
-        if header.get("op") != "callback":
-            return {
-                "raised": {
-                    "type": "RuntimeError",
-                    "bases": ["RuntimeError"],
-                    "message": "not allowed",
-                }
-            }, {}
         try:
+            if header.get("op") != "callback":
+                raise RuntimeError("not allowed")
             function = self.callables[int(header["handle"])]
             args, kwargs = wire.decode(header["args"], blobs)
             value = function(*args, **dict(kwargs))
@@ -714,19 +666,14 @@ class Judge:
             (list(args), kwargs), callables=self.callables, generators=generators, origins=origins
         )
         reply, blobs = self._request({"op": "call", "name": name, "args": tree}, tensors)
-        changed = reply.get("changed")
-        for key in changed if isinstance(changed, list) else []:
-            if key in origins and f"arg{key}" in blobs:
-                _changed_in_place(name, origins[key], blobs[f"arg{key}"])
-        pairs = reply.get("generators")
-        for pair in pairs if isinstance(pairs, list) else []:
-            if isinstance(pair, list) and len(pair) == 2 and isinstance(pair[1], str):
-                g = generators.get(pair[0]) if isinstance(pair[0], int) else None
-                if g is not None and pair[1] in blobs:
-                    try:
-                        g.set_state(blobs[pair[1]])
-                    except (RuntimeError, TypeError, ValueError):
-                        pass
+        for key, origin in origins.items():  # what the answer changed in place, and the
+            if f"arg{key}" in blobs:  # generators it drew from, as one kernel shows them
+                _changed_in_place(name, origin, blobs[f"arg{key}"])
+        for handle, g in generators.items():
+            try:
+                g.set_state(blobs[f"gen{handle}"])
+            except (KeyError, RuntimeError, TypeError, ValueError):
+                pass
         if "raised" in reply:
             raised = reply["raised"]
             answer = f"{name}({_kinds(args, kwargs)})"
@@ -765,7 +712,7 @@ class Judge:
         return (clean_text(error) if error else None), printed
 
     def run_judge_cell(self, source: str, label: str) -> str | None:
-        self.deadline = time.monotonic() + self.cell_timeout
+        self.deadline = time.monotonic() + self.cell_timeout  # its calls into the student too
         try:
             code = compile(source, f"<{label}>", "exec")
             exec(code, self.ns)  # noqa: S102 - the course's own set-up and test code
@@ -776,57 +723,25 @@ class Judge:
             if what:  # the answer raised inside a check: name the case and give its hint
                 reason = clean_text(f"{what}: {reason}" + (f"; hint: {hint}" if hint else ""))
             return reason
-        finally:
-            self.deadline = None
 
     def run(self) -> None:
         for index, (source, gid, kind) in enumerate(self.job["cells"]):
             error, printed = None, 0
-            if kind == "setup":
-                error = self.run_judge_cell(source, gid or "setup")
-                if error is None and not self.gone:
-                    try:
-                        self.deadline = time.monotonic() + self.cell_timeout
-                        student_error, printed = self.run_student_cell(source)
-                        error = student_error
-                    except StudentGone as exc:
-                        error = str(exc)
-                    finally:
-                        self.deadline = None
-            elif kind in ("answer", "added"):
-                try:
-                    self.deadline = time.monotonic() + self.cell_timeout
+            try:
+                if kind == "setup":  # in both processes, each with the cell's time
+                    error = self.run_judge_cell(source, gid or "setup")
+                self.deadline = time.monotonic() + self.cell_timeout
+                if kind in ("setup", "answer", "added") and error is None:
                     error, printed = self.run_student_cell(source)
-                except StudentGone as exc:
-                    error = str(exc)
-                finally:
-                    self.deadline = None
-            else:  # a test: here, with the answers' names bound to the student's process
-                if self.gone:
-                    error = self.gone
-                else:
-                    try:
-                        self.deadline = time.monotonic() + self.cell_timeout
-                        self.refresh_names()
-                        _reseed(gid or "test")
-                        error = self.run_judge_cell(source, gid or "test")
-                    except StudentGone as exc:
-                        error = str(exc)
-                    finally:
-                        self.deadline = None
-            self.report(
-                {
-                    "index": index,
-                    "grade_id": gid,
-                    "kind": kind,
-                    "ok": error is None,
-                    "error": error,
-                    "printed": printed,
-                }
-            )
-            if self.gone and kind != "test":
-                # the remaining cells cannot run; the parts left say why
-                pass
+                elif kind == "test":  # here, with the answers' names bound to the student's
+                    self.refresh_names()
+                    _reseed(gid or "test")
+                    error = self.run_judge_cell(source, gid or "test")
+            except StudentGone as exc:
+                error = str(exc)
+            self.deadline = None
+            record = {"index": index, "grade_id": gid, "kind": kind, "ok": error is None}
+            self.report({**record, "error": error, "printed": printed})
         self.finish()
 
     def finish(self) -> None:
@@ -926,11 +841,11 @@ def _changed_in_place(name: str, origin, new) -> None:
         pass
 
 
-def _open_fds() -> list[int]:
-    try:
-        return [int(fd) for fd in os.listdir("/proc/self/fd")]
-    except OSError:
-        return list(range(3, 256))
+def _to_devnull() -> None:
+    null = os.open(os.devnull, os.O_RDWR)
+    for target in (0, 1, 2):
+        os.dup2(null, target)
+    os.close(null)
 
 
 def cgroup_name(judge_pid: int) -> str:
@@ -938,7 +853,7 @@ def cgroup_name(judge_pid: int) -> str:
 
 
 def run_job(job_fd: int, level: str) -> None:
-    """The judge's whole life (a fresh process forked by the zygote); never returns.
+    """The judge's whole life (a fresh process forked by the server); never returns.
 
     ``job_fd`` is the job file, still unread: the student's processes are forked first
     (:meth:`Judge.spawn`), so that they never share memory with a process that read a job."""
@@ -988,7 +903,7 @@ def run_job(job_fd: int, level: str) -> None:
 
 
 def serve(requested: str) -> None:
-    """A fork server: preload the heavy imports once, then run one judge per submission.
+    """A fork server: preload the heavy imports once, then fork one judge per submission.
 
     Protocol (lines on stdin/stdout): the server first says ``READY <level> <detail>`` (or
     ``REFUSED <detail>`` when ``requested`` is ``namespaces`` and the machine cannot);
@@ -996,16 +911,9 @@ def serve(requested: str) -> None:
     when it ends the server says ``EXIT <id> <code>``; ``KILL <id>`` kills its process group
     (the sandbox dies with it). EOF on stdin kills what is left and ends the server.
 
-    Right after the preload, before it reads any line, the server forks a **zygote**
-    (:func:`zygote`), and every judge is forked from the zygote, not from the server. The
-    server never reads a job either: it opens the job file, deletes it and hands the open
-    descriptor to the zygote, which hands it to a new judge unread. The judge forks the
-    student's processes before it reads the job, so the student's memory is a copy of the
-    zygote's, which never held a job, a test or a notebook::
-
-        server ─fork─► zygote ─fork─► judge ─fork─► (gate ─fork─►) student
-                         (preload only)  └ reads the job after the fork, sends the student
-                                           its notebook and folders over the socket
+    The server never reads a job: it opens each job file, deletes it and hands the open
+    descriptor to a new judge, unread (the module docstring says why). What it holds is
+    the preloaded modules, these protocol lines (ids and paths) and its children's pids.
     """
     import select
 
@@ -1022,12 +930,11 @@ def serve(requested: str) -> None:
         pass
     sandbox.protect_from_same_uid()
     sandbox.become_subreaper()
-    protected = [a for a in sys.argv[3:]] if len(sys.argv) > 3 else []
     cgroups = sandbox.prepare_cgroups()
     if requested == sandbox.NONE:
         level, detail = sandbox.NONE, "isolation switched off (--isolation none)"
     else:
-        level, detail = sandbox.probe(protected)
+        level, detail = sandbox.probe(sys.argv[3:])
     detail += f"; {cgroups}"
     if level == sandbox.NONE and os.geteuid() == 0:
         detail += (
@@ -1043,103 +950,10 @@ def serve(requested: str) -> None:
     if requested == sandbox.NAMESPACES and level != sandbox.NAMESPACES:
         say(f"REFUSED {clean_text(detail)}")
         return
-    link, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    zygote_pid = os.fork()
-    if zygote_pid == 0:
-        try:
-            link.close()
-            zygote(theirs, level)
-        finally:
-            os._exit(0)
-    theirs.close()
     say(f"READY {level} {clean_text(detail)}")
-    jobs: dict[int, str] = {}  # number -> job id (the zygote knows numbers only)
-    pids: dict[int, int] = {}  # number -> the judge's pid
-    counter = 0
-    stdin = sys.stdin.buffer
-    pending = b""
-    open_input = True
-    zygote_alive = True
-    while zygote_alive:
-        watch = [link] + ([stdin] if open_input else [])
-        ready, _, _ = select.select(watch, [], [], 1.0)
-        if stdin in ready:
-            chunk = os.read(stdin.fileno(), 65536)
-            if not chunk:
-                open_input = False
-                _tell(link, "STOP")  # kill what is left, then end
-            pending += chunk
-            while b"\n" in pending:
-                line, pending = pending.split(b"\n", 1)
-                words = line.decode().split(" ", 2)
-                if words[0] == "RUN" and len(words) == 3:
-                    job_id, job_path = words[1], words[2]
-                    counter += 1
-                    try:
-                        # Opened, never read here: the job (hidden tests) goes unread to
-                        # the judge. Deleted at once: no process can open it again.
-                        job_fd = os.open(job_path, os.O_RDONLY | os.O_CLOEXEC)
-                        os.unlink(job_path)
-                    except OSError:
-                        say(f"EXIT {job_id} 70")
-                        continue
-                    jobs[counter] = job_id
-                    try:
-                        socket.send_fds(link, [f"RUN {counter}".encode()], [job_fd])
-                    except OSError:
-                        zygote_alive = False
-                    finally:
-                        os.close(job_fd)
-                elif words[0] == "KILL":
-                    for number, jid in jobs.items():
-                        if jid == words[1]:
-                            _tell(link, f"KILL {number}")
-        if link in ready:
-            try:
-                message = link.recv(256)
-            except OSError:
-                message = b""
-            if not message:  # the zygote ended (or was killed): so does this server
-                zygote_alive = False
-            words = message.decode(errors="replace").split()
-            if len(words) == 3 and words[1].isdigit():
-                number = int(words[1])
-                if words[0] == "PID" and number in jobs:
-                    pids[number] = int(words[2])
-                    say(f"PID {jobs[number]} {words[2]}")
-                elif words[0] == "EXIT" and number in jobs:
-                    pids.pop(number, None)
-                    say(f"EXIT {jobs.pop(number)} {words[2]}")
-    for pid in pids.values():  # the zygote is gone: its judges go with it
-        _killpg(pid)
-    link.close()
-    try:
-        os.waitpid(zygote_pid, 0)
-    except ChildProcessError:
-        pass
-    sandbox.kill_descendants(os.getpid())
-
-
-def _tell(link: socket.socket, text: str) -> None:
-    try:
-        link.send(text.encode())
-    except OSError:
-        pass
-
-
-def zygote(link: socket.socket, level: str) -> None:
-    """Fork one judge per ``RUN <n>`` message (with the job file's descriptor attached);
-    report ``PID <n> <pid>`` and ``EXIT <n> <code>``; ``KILL <n>`` kills that judge's process
-    group; ``STOP`` (or the server gone) kills them all and ends the zygote.
-
-    The zygote reads nothing but these messages: the memory every judge, and through it
-    every student's process, starts from holds the preloaded modules and no job."""
-    import select
-
-    sandbox.die_with_parent()
-    children: dict[int, int] = {}  # the judge's pid -> n
+    judges: dict[int, str] = {}  # the judge's pid -> job id
     ended: set[int] = set()  # judges whose job cgroup is still to be removed
-    stopping = 0.0  # when STOP came
+    stdin, pending, stopping = sys.stdin.buffer.fileno(), b"", 0.0
     while True:
         ended = {pid for pid in ended if not sandbox.JobCgroup(cgroup_name(pid)).remove()}
         while True:
@@ -1149,52 +963,48 @@ def zygote(link: socket.socket, level: str) -> None:
                 break
             if pid == 0:
                 break
-            number = children.pop(pid, None)
-            if number is not None:
+            if pid in judges:
                 _killpg(pid)  # anything left in the judge's group
                 ended.add(pid)
-                _tell(link, f"EXIT {number} {_returncode(status)}")
-        if stopping and not children and (not ended or time.monotonic() > stopping + 2.0):
-            return
-        ready, _, _ = select.select([] if stopping else [link], [], [], 0.02)
-        if not ready:
+                say(f"EXIT {judges.pop(pid)} {os.waitstatus_to_exitcode(status)}")
+        if stopping and not judges and (not ended or time.monotonic() > stopping + 2.0):
+            break
+        if stopping or not select.select([stdin], [], [], 0.02)[0]:
+            time.sleep(0.02 if stopping else 0)
             continue
-        try:
-            message, fds, _, _ = socket.recv_fds(link, 256, 4)
-        except OSError:
-            message, fds = b"", []
-        words = message.decode(errors="replace").split()
-        if not words or words[0] == "STOP":
+        chunk = os.read(stdin, 65536)
+        if not chunk:  # the grader is gone or done: kill what is left, then end
             stopping = time.monotonic()
-            for fd in fds:
-                os.close(fd)
-            for pid in children:
+            for pid in judges:
                 _killpg(pid)
-            continue
-        if words[0] == "RUN" and len(words) == 2 and words[1].isdigit() and len(fds) == 1:
-            number = int(words[1])
-            pid = os.fork()
-            if pid == 0:  # the judge of one submission
-                try:
-                    link.close()
-                    os.setsid()
-                    sandbox.die_with_parent()
-                    null = os.open(os.devnull, os.O_RDWR)
-                    for target in (0, 1, 2):
-                        os.dup2(null, target)
-                    os.close(null)
-                    signal.signal(signal.SIGINT, signal.SIG_DFL)
-                    run_job(fds[0], level)
-                finally:
-                    os._exit(70)
-            children[pid] = number
-            _tell(link, f"PID {number} {pid}")
-        elif words[0] == "KILL" and len(words) == 2:
-            for pid, number in children.items():
-                if str(number) == words[1]:
+        pending += chunk
+        while b"\n" in pending:
+            line, pending = pending.split(b"\n", 1)
+            words = line.decode(errors="replace").split(" ", 2)
+            if words[0] == "RUN" and len(words) == 3:
+                try:  # opened, never read here; deleted at once: no process can open it again
+                    job_fd = os.open(words[2], os.O_RDONLY | os.O_CLOEXEC)
+                    os.unlink(words[2])
+                except OSError:
+                    say(f"EXIT {words[1]} 70")
+                    continue
+                pid = os.fork()
+                if pid == 0:  # the judge of one submission
+                    try:
+                        os.setsid()
+                        sandbox.die_with_parent()
+                        _to_devnull()
+                        signal.signal(signal.SIGINT, signal.SIG_DFL)
+                        run_job(job_fd, level)
+                    finally:
+                        os._exit(70)
+                os.close(job_fd)
+                judges[pid] = words[1]
+                say(f"PID {words[1]} {pid}")
+            elif words[0] == "KILL" and len(words) == 2:
+                for pid in [pid for pid, job in judges.items() if job == words[1]]:
                     _killpg(pid)
-        for fd in fds:
-            os.close(fd)
+    sandbox.kill_descendants(os.getpid())
 
 
 def _killpg(pid: int) -> None:
@@ -1202,12 +1012,6 @@ def _killpg(pid: int) -> None:
         os.killpg(pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
-
-
-def _returncode(status: int) -> int:
-    if os.WIFSIGNALED(status):
-        return -os.WTERMSIG(status)
-    return os.WEXITSTATUS(status)
 
 
 def main(argv: list[str]) -> None:

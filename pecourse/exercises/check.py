@@ -87,22 +87,10 @@ def check_notebooks(
     return results
 
 
-def check_notebook(
-    path: str | Path,
-    *,
-    timeout: float = 60.0,
-    allow_reference: bool = False,
-    source_dir=None,
-    hidden: bool = False,
-) -> list[PartResult]:
-    """Run ``path`` and return one :class:`PartResult` per graded test cell."""
-    return check_notebooks(
-        [path],
-        timeout=timeout,
-        allow_reference=allow_reference,
-        source_dir=source_dir,
-        hidden=hidden,
-    )[str(Path(path))]
+def check_notebook(path: str | Path, **options) -> list[PartResult]:
+    """Run ``path`` and return one :class:`PartResult` per graded test cell (``options``:
+    those of :func:`check_notebooks`)."""
+    return check_notebooks([path], **options)[str(Path(path))]
 
 
 VISIBLE_ONLY = "visible tests only; `pecourse check --all` adds the hidden tests grading runs"

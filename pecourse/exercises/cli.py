@@ -124,27 +124,14 @@ def register(subparsers) -> None:
         "--exercise", action="append", help="grade only this exercise slug (repeatable)"
     )
     grade.add_argument("--jobs", "-j", type=int, default=1, help="submissions run in parallel")
-    grade.add_argument(
-        "--cell-timeout",
-        type=float,
-        default=d.cell_timeout,
-        help=f"seconds per cell ({d.cell_timeout:g})",
-    )
-    grade.add_argument(
-        "--timeout",
-        type=float,
-        default=d.wall_clock,
-        help=f"seconds per submission ({d.wall_clock:g})",
-    )
-    grade.add_argument(
-        "--memory-mb",
-        type=int,
-        default=d.memory_mb,
-        help=f"memory (MB of address space) a notebook may add ({d.memory_mb})",
-    )
-    grade.add_argument(
-        "--output-cap", type=int, default=d.output_cap, help="characters of printed output kept"
-    )
+    for flag, kind, default, text in (
+        ("--cell-timeout", float, d.cell_timeout, f"seconds per cell ({d.cell_timeout:g})"),
+        ("--timeout", float, d.wall_clock, f"seconds per submission ({d.wall_clock:g})"),
+        ("--memory-mb", int, d.memory_mb, f"MB of memory a notebook may add ({d.memory_mb})"),
+        ("--cpus", float, d.cpus, f"CPUs a submission may use at once ({d.cpus:g})"),
+        ("--output-cap", int, d.output_cap, "characters of printed output kept"),
+    ):
+        grade.add_argument(flag, type=kind, default=default, help=text)
     grade.add_argument(
         "--student", default=None, help="the student's name, when grading a single notebook"
     )

@@ -20,11 +20,11 @@ are out of its reach, and nothing it starts outlives its job. How:
   inputs they pass to its functions.
 * **Nothing of another job, and no test, is in the student's process's memory**, not even
   in memory freed before it was forked (which a notebook can read with
-  ``process_vm_readv`` on itself). The server forks a *zygote* right after its imports,
-  before it reads any job, and every judge is forked from the zygote; a judge forks the
-  student's process before it reads its job, then sends it only its own notebook, folders
-  and limits. The student's process starts as a copy of the zygote: the preloaded modules
-  and the server's start-up state, nothing else. That state includes the server's command
+  ``process_vm_readv`` on itself). The server never reads a job: it hands each job file,
+  unread, to a judge it forks; a judge forks the student's process before it reads its
+  job, then sends it only its own notebook, folders and limits. The student's process
+  starts as a copy of the server: the preloaded modules, the server's start-up state and
+  its protocol's ids and paths, nothing else. That state includes the server's command
   line (the protected paths) and the environment it was started with, which a notebook can
   read (``/proc/self/environ`` once it makes itself dumpable again): the server is started
   with only the variables Python, the compilers, torch and the course read
@@ -97,7 +97,8 @@ import threading
 import time
 import unicodedata
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass, replace
+from dataclasses import asdict, astuple, dataclass, replace
+from functools import partial
 from pathlib import Path
 
 import nbformat
@@ -114,21 +115,9 @@ from .notebook import (
 )
 from .policy import MAX_CHECKED_CHARS, POLICY_REASON, reference_uses
 
-__all__ = [
-    "Limits",
-    "Row",
-    "grade_submission",
-    "grade_class",
-    "find_submissions",
-    "scan_class",
-    "write_csv",
-    "write_sqlite",
-    "read_sqlite",
-    "export_csv",
-    "summarize",
-    "CSV_COLUMNS",
-    "IsolationUnavailable",
-]
+__all__ = ["Limits", "Row", "grade_submission", "grade_class", "find_submissions", "scan_class"]
+__all__ += ["write_csv", "write_sqlite", "read_sqlite", "export_csv", "summarize", "CSV_COLUMNS"]
+__all__ += ["IsolationUnavailable"]
 
 CSV_COLUMNS = ("student", "exercise", "part", "points", "max_points", "reason", "isolation")
 MAX_RESULT_BYTES = 4 * 1024 * 1024
@@ -167,8 +156,8 @@ class Limits:
     folders (``/tmp``, home, ``/dev/shm``) hold ``sandbox.SCRATCH_MB`` each. The judge's
     own address space is ``memory_mb`` plus ``_runner.JUDGE_MB``; the policy check is
     linear in a cell and refuses cells over ``policy.MAX_CHECKED_CHARS``. With job cgroups,
-    the grader's processes together hold at most about 1.5 GB (itself, and the server and
-    zygote with torch preloaded) plus ``jobs`` times the job's cgroup limit
+    the grader's processes together hold at most about 1.5 GB (itself and the server, with
+    torch preloaded) plus ``jobs`` times the job's cgroup limit
     (``tests/exercises/test_class_of_100.py`` measures it).
     """
 
@@ -190,15 +179,7 @@ class Row:
     isolation: str = ""
 
     def csv_fields(self) -> list[str]:
-        return [
-            _cell(self.student),
-            _cell(self.exercise),
-            _cell(self.part),
-            f"{self.points:g}",
-            f"{self.max_points:g}",
-            _cell(self.reason),
-            _cell(self.isolation),
-        ]
+        return [_cell(x) if isinstance(x, str) else f"{x:g}" for x in astuple(self)]
 
 
 def _cell(text: str) -> str:
@@ -311,38 +292,19 @@ _SERVER_ENV = frozenset(
         "PYTHONUSERBASE", "PYTHONFAULTHANDLER", "PYTHONMALLOC", "PYTHONSAFEPATH",
     }
 )  # fmt: skip
-_SERVER_ENV_PREFIXES = (
-    "LC_",
-    "PECOURSE_",
-    "TORCH_",
-    "TORCHINDUCTOR_",
-    "TRITON_",
-    "OMP_",
-    "MKL_",
-    "KMP_",
-)
+_SERVER_ENV_PREFIXES = tuple("LC_ PECOURSE_ TORCH_ TORCHINDUCTOR_ TRITON_ OMP_ MKL_ KMP_".split())
 
 
 def _child_env() -> dict[str, str]:
     env = {
-        name: value
-        for name, value in os.environ.items()
-        if name in _SERVER_ENV or name.startswith(_SERVER_ENV_PREFIXES)
+        k: v
+        for k, v in os.environ.items()
+        if k in _SERVER_ENV or k.startswith(_SERVER_ENV_PREFIXES)
     }
-    env.update(
-        {
-            "PYTHONPATH": os.pathsep.join(
-                [str(REPO_ROOT)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])
-            ),
-            "MPLBACKEND": "Agg",
-            "PYTHONHASHSEED": "0",
-            "OMP_NUM_THREADS": "1",
-            "MKL_NUM_THREADS": "1",
-            "MALLOC_ARENA_MAX": "2",
-            "PYTHONDONTWRITEBYTECODE": "1",
-        }
-    )
-    return env
+    path = [str(REPO_ROOT)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])
+    env.update(PYTHONPATH=os.pathsep.join(path), MPLBACKEND="Agg", PYTHONHASHSEED="0")
+    env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", MALLOC_ARENA_MAX="2")
+    return {**env, "PYTHONDONTWRITEBYTECODE": "1"}
 
 
 class ForkServer:
@@ -376,15 +338,9 @@ class ForkServer:
         self._start()
 
     def _start(self) -> None:
+        command = [sys.executable, "-m", "pecourse.exercises._runner", "--serve", self.isolation]
         proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "pecourse.exercises._runner",
-                "--serve",
-                self.isolation,
-                *self.protected,
-            ],
+            command + self.protected,
             cwd=self.tmp,
             env=_child_env(),
             stdin=subprocess.PIPE,
@@ -503,19 +459,18 @@ def _run(
         tmp.chmod(0o711)
         job = tmp / "job.json"
         result = tmp / "result.jsonl"
+        folders = {
+            "result": str(result),
+            "workdir": str(tmp / "work"),
+            "scratch": str(tmp / "scratch"),
+        }
         job.write_text(
             json.dumps(
                 {
+                    **asdict(limits),
+                    **folders,
                     "cells": graded.cells,
                     "answer_names": graded.answer_names,
-                    "cell_timeout": limits.cell_timeout,
-                    "memory_mb": limits.memory_mb,
-                    "cpus": limits.cpus,
-                    "wall_clock": limits.wall_clock,
-                    "output_cap": limits.output_cap,
-                    "result": str(result),
-                    "workdir": str(tmp / "work"),
-                    "scratch": str(tmp / "scratch"),
                     "notebook": [name, text],
                     "protected": server.protected + [str(tmp)],
                     "allow_reference": allow_reference,
@@ -838,16 +793,13 @@ def grade_class(
     sources = {p.stem: p for p in source_notebooks(source_dir)}
     if not sources:
         raise ValueError(f"no exercise sources found in {source_dir!r}")
+    unknown = [e for e in exercises or () if e not in sources]
+    if unknown:
+        raise ValueError(f"unknown exercise(s) {unknown}; known: {sorted(sources)}")
+    per_exercise, stray = scan_class(submissions_dir, list(sources))
     if exercises is None:
-        per_exercise, stray = scan_class(submissions_dir, list(sources))
         exercises = [n for n, found in per_exercise.items() if any(found.values())]
-        per_exercise = {n: per_exercise[n] for n in exercises}
-    else:
-        unknown = [e for e in exercises if e not in sources]
-        if unknown:
-            raise ValueError(f"unknown exercise(s) {unknown}; known: {sorted(sources)}")
-        per_exercise, stray = scan_class(submissions_dir, list(sources))
-        per_exercise = {n: per_exercise[n] for n in exercises}
+    per_exercise = {n: per_exercise[n] for n in exercises}
     for student, files in stray.items():
         print(
             f"pecourse grade: {student}: misnamed notebook(s) not graded: {', '.join(files)} "
@@ -888,17 +840,9 @@ def grade_class(
             bar = tqdm(total=len(work), desc="grading", unit="notebook", disable=not progress)
             try:
                 with ThreadPoolExecutor(max_workers=max(1, int(jobs))) as pool:
+                    run = partial(grade_submission, allow_reference=allow_reference)
                     futures = {
-                        pool.submit(
-                            grade_submission,
-                            s,
-                            e,
-                            source_nbs[e],
-                            p,
-                            limits,
-                            server,
-                            allow_reference=allow_reference,
-                        ): (s, e)
+                        pool.submit(run, s, e, source_nbs[e], p, limits, server): (s, e)
                         for s, e, p in work
                     }
                     for future in as_completed(futures):
@@ -1018,12 +962,7 @@ def summarize(rows: list[Row]) -> str:
 
 def main_grade(args) -> int:
     """``pecourse grade``: grade, update the SQLite gradebook, rebuild the CSV, summarize."""
-    limits = Limits(
-        cell_timeout=args.cell_timeout,
-        wall_clock=args.timeout,
-        memory_mb=args.memory_mb,
-        output_cap=args.output_cap,
-    )
+    limits = Limits(args.cell_timeout, args.timeout, args.memory_mb, args.output_cap, args.cpus)
     start = time.monotonic()
     submissions = Path(args.submissions)
     out = Path(args.out)

@@ -155,7 +155,7 @@ class JobCgroup:
         (none where the machine offers none to this process, or no right to make one)."""
         for controller, folder in list(self.folders.items()):
             try:
-                os.mkdir(folder, 0o700)
+                os.makedirs(folder, 0o700, exist_ok=True)  # v2: one folder for all
                 if not any(os.path.exists(f"{folder}/{k}") for k, _ in _KNOBS[controller][:2]):
                     raise OSError(f"{controller} not handed to this cgroup")
                 _write(folder, "cgroup.procs", os.getpid())
@@ -481,13 +481,8 @@ def enter_student(plan: Plan, home_files: dict[str, bytes]) -> None:
         node = root + "/dev/" + name
         open(node, "w").close()
         _mount("/dev/" + name, node, None, MS_BIND)
-    for name, target in (
-        ("fd", "/proc/self/fd"),
-        ("stdin", "/proc/self/fd/0"),
-        ("stdout", "/proc/self/fd/1"),
-        ("stderr", "/proc/self/fd/2"),
-    ):
-        os.symlink(target, root + "/dev/" + name)
+    for name, target in zip(("fd", "stdin", "stdout", "stderr"), ("", "/0", "/1", "/2")):
+        os.symlink("/proc/self/fd" + target, root + "/dev/" + name)
     _scratch(root + "/dev/shm", "1777")
     for name, data in home_files.items():
         with open(root + "/home/student/" + name, "wb") as f:
@@ -524,18 +519,10 @@ def _bind_readonly(source: str, target: str) -> None:
     os.makedirs(target, exist_ok=True)
     _mount(source, target, None, MS_BIND | MS_REC)
     # A remount inside a user namespace must keep the flags the original mount has locked.
-    flags = os.statvfs(target).f_flag
-    keep = 0
-    for st, ms in (
-        (os.ST_NOSUID, MS_NOSUID),
-        (os.ST_NODEV, MS_NODEV),
-        (os.ST_NOEXEC, MS_NOEXEC),
-        (os.ST_NOATIME, MS_NOATIME),
-        (os.ST_NODIRATIME, MS_NODIRATIME),
-        (os.ST_RELATIME, MS_RELATIME),
-    ):
-        if flags & st:
-            keep |= ms
+    flags, st = os.statvfs(target).f_flag, os
+    pairs = [(st.ST_NOSUID, MS_NOSUID), (st.ST_NODEV, MS_NODEV), (st.ST_NOEXEC, MS_NOEXEC)]
+    pairs += [(st.ST_NOATIME, MS_NOATIME), (st.ST_NODIRATIME, MS_NODIRATIME)]
+    keep = sum(ms for st, ms in [*pairs, (os.ST_RELATIME, MS_RELATIME)] if flags & st)
     _mount(None, target, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | keep)
 
 

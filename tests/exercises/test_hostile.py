@@ -223,7 +223,7 @@ def test_raw_memory_holds_no_hidden_test_and_no_earlier_notebook(tmp_path):
     """A notebook that reads its own process's raw memory (freed memory included) finds
     its own notebook and nothing else: no line of the hidden tests the judge runs on it, no
     trace of the notebook graded before it by the same server (the student's process is
-    forked from a zygote that never read a job; issue 13)."""
+    forked from a server that never read a job; issue 13)."""
     source = source09()
     token = uuid.uuid4().hex  # built here: in no file, so only a notebook can hold it
     markers = {"planted": f"PLANTED_{token}", "own": f"OWN_{token}"}
