@@ -10,13 +10,35 @@ import json
 import math
 import re
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 
 #: Words per minute used for reading times (a typical rate for technical prose).
 WORDS_PER_MINUTE = 230
 
-#: The repository root when the package is used from a clone (notebooks live beside it).
-REPO_ROOT = Path(__file__).resolve().parent.parent
+#: The folder the package is imported from (the checkout in an editable install, otherwise
+#: site-packages): the grader puts it on its sandbox's path and protects it. The checkout's
+#: folders are found with :func:`checkout`, not from here.
+REPO_ROOT = Path(str(resources.files("pecourse"))).resolve().parent
+
+
+class NotACheckoutError(FileNotFoundError):
+    """Raised where the course's folders are needed outside a checkout of the course."""
+
+
+def checkout(start: str | Path | None = None) -> Path:
+    """The root (``pyproject.toml`` beside ``notebooks/``) of the course checkout holding
+    ``start`` (default: the working directory). The checkout's folders are not package data
+    (an installed package has none), so they are found from where the command runs.
+    Raises :class:`NotACheckoutError` when no folder there holds the course."""
+    here = Path(start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        if (folder / "pyproject.toml").is_file() and (folder / "notebooks").is_dir():
+            return folder
+    raise NotACheckoutError(
+        f"{here} is not inside a checkout of the course (no folder there holds pyproject.toml "
+        "beside notebooks/): run this from the course's folder, or pass the folder explicitly"
+    )
 
 
 @dataclass(frozen=True)
@@ -164,48 +186,48 @@ def prose_words(notebook: dict) -> int:
     return words
 
 
-def _find(path: Path) -> Path | None:
-    """A notebook path as given, or relative to the repository or its ``notebooks/``."""
-    for candidate in (path, REPO_ROOT / path, REPO_ROOT / "notebooks" / path):
-        if candidate.exists():
-            return candidate
-    return None
-
-
-def reading_minutes(path: str | Path) -> int | None:
-    """Reading time of a notebook's prose in whole minutes, or None if it does not exist."""
-    path = _find(Path(path))
-    if path is None:
-        return None
+def reading_minutes(path: str | Path, root: str | Path | None = None) -> int | None:
+    """Reading time of a notebook's prose in whole minutes, or None if it does not exist:
+    ``path`` as given, or in ``root`` (default: :func:`checkout`) or its ``notebooks/``."""
+    path = Path(path)
+    if not path.exists():
+        root = Path(root or checkout())
+        path = next((p for p in (root / path, root / "notebooks" / path) if p.exists()), None)
+        if path is None:
+            return None
     words = prose_words(json.loads(path.read_text(encoding="utf-8")))
     return max(1, math.ceil(words / WORDS_PER_MINUTE))
 
 
-def syllabus_table(link_base: str = "notebooks/") -> str:
+def syllabus_table(link_base: str = "notebooks/", root: str | Path | None = None) -> str:
     """The syllabus as a Markdown table (the README embeds exactly this).
 
     Links point to ``link_base + slug.ipynb``: the default suits the repository root (the
-    README); a notebook inside ``notebooks/`` passes ``link_base=""``.
+    README); a notebook inside ``notebooks/`` passes ``link_base=""``. Reading times come
+    from the notebooks of ``root`` (default: :func:`checkout`).
     """
     rows = [
         "| # | Chapter | In one line | Reading time |",
         "|---|---------|-------------|--------------|",
     ]
     for c in CONCEPTS:
-        minutes = reading_minutes(c.notebook)
+        minutes = reading_minutes(c.notebook, root)
         title = f"[{c.title}]({link_base}{c.slug}.ipynb)" if minutes is not None else c.title
         time = f"{minutes} min" if minutes is not None else "in preparation"
         rows.append(f"| {c.number:02d} | {title} | {c.summary} | {time} |")
     return "\n".join(rows)
 
 
-def update_readme(path: Path = REPO_ROOT / "README.md") -> bool:
-    """Replace the syllabus table in the README with the current one; True if it changed."""
+def update_readme(root: str | Path | None = None) -> bool:
+    """Replace the syllabus table in the checkout's README with the current one; True if it
+    changed. ``root`` defaults to :func:`checkout`."""
+    root = Path(root or checkout())
+    path = root / "README.md"
     text = path.read_text(encoding="utf-8")
     pattern = re.compile(r"^\| # \| Chapter .*?(?=\n\n)", flags=re.S | re.M)
     if not pattern.search(text):
         raise ValueError(f"no syllabus table found in {path}")
-    updated = pattern.sub(lambda _: syllabus_table(), text, count=1)
+    updated = pattern.sub(lambda _: syllabus_table(root=root), text, count=1)
     path.write_text(updated, encoding="utf-8")
     return updated != text
 

@@ -1,5 +1,6 @@
 """The course map: sixteen concepts, a learning path, reading times, the README's table."""
 
+import json
 from pathlib import Path
 
 import pytest
@@ -79,3 +80,30 @@ def test_table_links_follow_link_base():
     if "](notebooks/" in readme_links:  # at least one chapter exists
         assert "](notebooks/" not in notebook_links
         assert readme_links.replace("](notebooks/", "](") == notebook_links
+
+
+def test_checkout_is_found_from_any_folder_inside_it(tmp_path, monkeypatch):
+    root = tmp_path / "course"
+    (root / "notebooks" / "deep").mkdir(parents=True)
+    (root / "pyproject.toml").write_text("[project]\nname = 'pecourse'\n")
+    assert course.checkout(root / "notebooks" / "deep") == root.resolve()
+    monkeypatch.chdir(root / "notebooks")
+    assert course.checkout() == root.resolve()
+    # reading times and the README's table come from the checkout the command runs in
+    words = " ".join(["word"] * (2 * course.WORDS_PER_MINUTE))
+    nb = {"cells": [{"cell_type": "markdown", "source": words}]}
+    (root / course.CONCEPTS[0].notebook).write_text(json.dumps(nb))
+    assert course.reading_minutes(course.CONCEPTS[0].notebook) == 2
+    (root / "README.md").write_text("# Course\n\n| # | Chapter | old |\n\nEnd.\n")
+    assert course.update_readme() is True and course.update_readme() is False
+    assert course.syllabus_table() in (root / "README.md").read_text()
+    assert "| 01 | [Learned Absolute Positions](notebooks/" in course.syllabus_table()
+
+
+def test_outside_a_checkout_the_error_says_where_to_run(tmp_path, monkeypatch):
+    (tmp_path / "notebooks").mkdir()  # without pyproject.toml it is not a checkout
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(course.NotACheckoutError, match="not inside a checkout of the course"):
+        course.checkout()
+    with pytest.raises(FileNotFoundError, match="course's folder"):
+        course.syllabus_table()

@@ -17,7 +17,7 @@ import pytest
 
 from pecourse import course
 
-ROOT = course.REPO_ROOT
+ROOT = course.checkout()
 LEARNER_HAS = ("pecourse", "torch", "jupyterlab", "ipywidgets", "transformers", "nbclient")
 LEARNER_LACKS = ("nbgrader", "sphinx", "playwright", "triton", "pytest", "jupyterhub")
 

@@ -23,7 +23,7 @@ import pytest
 
 from pecourse import course
 
-ROOT = course.REPO_ROOT
+ROOT = course.checkout()
 VENV_BIN = ROOT / ".venv" / "bin"
 STAMP = ".venv/.pecourse-installed"
 

@@ -16,6 +16,7 @@ import contextlib
 import fnmatch
 import hashlib
 import json
+import logging
 import os
 import shutil
 import subprocess
@@ -25,11 +26,13 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from pecourse.course import REPO_ROOT
+from pecourse.course import checkout
 
-PINS_FILE = REPO_ROOT / "book" / "assets.json"
+log = logging.getLogger(__name__)
+# The pins and the cache belong to the checkout (:func:`pecourse.course.checkout`).
+PINS_FILE = Path("book") / "assets.json"
 NPM_TIMEOUT_S = 180
-DEFAULT_CACHE = REPO_ROOT / "build" / "book-assets"
+DEFAULT_CACHE = Path("build") / "book-assets"
 STAMP = ".pecourse-asset"
 
 
@@ -54,9 +57,9 @@ class AssetPackage:
         return f"{self.name.lstrip('@').replace('/', '-')}-{self.version}.tgz"
 
 
-def load_pins(path: Path = PINS_FILE) -> list[AssetPackage]:
-    """The pinned packages of ``book/assets.json``."""
-    raw = json.loads(Path(path).read_text(encoding="utf-8"))
+def load_pins(path: Path | None = None) -> list[AssetPackage]:
+    """The pinned packages of ``path`` (default: the checkout's ``book/assets.json``)."""
+    raw = json.loads(Path(path or checkout() / PINS_FILE).read_text(encoding="utf-8"))
     packages = []
     for entry in raw["packages"]:
         if not str(entry.get("integrity", "")).startswith("sha512-"):
@@ -107,10 +110,11 @@ def fetch(package: AssetPackage, cache: Path) -> Path:
     with tempfile.TemporaryDirectory(dir=cache) as tmp:
         command = [*npm_command(), "pack", package.spec, "--pack-destination", tmp]
         command += ["--ignore-scripts", "--silent", "--no-fund", "--no-audit"]
-        # npm's defaults wait 5 minutes on a stalled connection, twice over (a fresh clone's
-        # test run once sat 10 minutes here): use npm's own cache when it has the tarball,
-        # give up on a silent registry after 30 s a try, and on the whole fetch after NPM_TIMEOUT_S
+        # npm's defaults wait 5 minutes on a stalled connection, twice over: use npm's own
+        # cache when it has the tarball, give up on a silent registry after 30 s a try, and on
+        # the whole fetch after NPM_TIMEOUT_S
         command += ["--prefer-offline", "--fetch-timeout=30000", "--fetch-retry-maxtimeout=10000"]
+        log.info("fetching %s with npm (once: kept in %s)", package.spec, cache)
         try:
             done = subprocess.run(
                 command, capture_output=True, text=True, cwd=tmp, timeout=NPM_TIMEOUT_S
@@ -174,16 +178,18 @@ def unpack(package: AssetPackage, tarball: Path, static: Path) -> Path:
     return dest
 
 
-def ensure_assets(cache: Path = DEFAULT_CACHE, pins: Path = PINS_FILE) -> Path:
+def ensure_assets(cache: Path | None = None, pins: Path | None = None) -> Path:
     """Fetch (once) and unpack every pinned package; the folder Sphinx adds to ``_static``.
+    ``cache`` defaults to the checkout's ``build/book-assets``, ``pins`` to its pins file.
 
     Holds a lock on the cache while it works: two builds at once (test workers) would
     otherwise unpack into the same folder, one deleting what the other is writing."""
-    static = Path(cache) / "static"
-    Path(cache).mkdir(parents=True, exist_ok=True)
-    with _locked(Path(cache) / ".lock"):
+    cache = Path(cache) if cache is not None else checkout() / DEFAULT_CACHE
+    static = cache / "static"
+    cache.mkdir(parents=True, exist_ok=True)
+    with _locked(cache / ".lock"):
         for package in load_pins(pins):
-            unpack(package, fetch(package, Path(cache)), static)
+            unpack(package, fetch(package, cache), static)
     return static
 
 

@@ -10,8 +10,11 @@ second build re-reads only what changed (Sphinx's doctrees live in ``<out>-doctr
 
 from __future__ import annotations
 
+import collections
 import json
+import logging
 import os
+import re
 import subprocess
 import sys
 import time
@@ -21,8 +24,10 @@ from pathlib import Path
 from pecourse import course
 from pecourse.book import assets, cards, pages, tables
 
-CONFIG_DIR = course.REPO_ROOT / "book"
-DEFAULT_OUT = course.REPO_ROOT / "build" / "book"
+log = logging.getLogger(__name__)
+# Folders of the checkout (:func:`pecourse.course.checkout`): Sphinx's configuration, the site.
+CONFIG_DIR = Path("book")
+DEFAULT_OUT = Path("build") / "book"
 START_HERE = "00_start_here"
 # The committed notebooks as they are, for the pages' download links; book/conf.py keeps
 # Sphinx from reading this folder as pages.
@@ -85,15 +90,16 @@ def _read_json(path: Path) -> dict:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
-def stage(src: Path, chapters=None, root: Path = course.REPO_ROOT) -> list[str]:
-    """Write the book's sources for ``chapters`` (all for ``None``) into ``src``.
+def stage(src: Path, chapters=None, root: Path | None = None) -> list[str]:
+    """Write the book's sources for ``chapters`` (all for ``None``) from ``root`` (default:
+    the checkout) into ``src``.
 
     A partial build (some chapters) keeps the start page, the chapters' exercises and
     flashcards, and only the source pages they link to. Returns the docnames written.
     """
     numbers = check_chapters(chapters)
     full = chapters is None
-    root, src = Path(root), Path(src)
+    root, src = Path(root) if root is not None else course.checkout(), Path(src)
     concepts = [course.concept(n) for n in numbers]
     nb_dir, ex_dir, deck_dir = root / "notebooks", root / "exercises", root / "pecourse" / "cards"
 
@@ -170,7 +176,9 @@ def stage(src: Path, chapters=None, root: Path = course.REPO_ROOT) -> list[str]:
         out.write(path, (root / path).read_bytes())
     out.write("index.md", _index(root, numbers, docs, full))
     out.remove_stale()
-    return sorted(docs | {f"source/{p}" for p in shown})
+    docs |= {f"source/{p}" for p in shown}
+    log.info("staged %d pages in %s", len(docs), src)
+    return sorted(docs)
 
 
 # --- generated pages -----------------------------------------------------------------------
@@ -197,7 +205,7 @@ def _index(root: Path, numbers: tuple[int, ...], docs: set[str], full: bool) -> 
     ]
     for c in course.CONCEPTS:
         notebook = root / "notebooks" / f"{c.slug}.ipynb"
-        minutes = course.reading_minutes(notebook) if notebook.exists() else None
+        minutes = course.reading_minutes(notebook, root) if notebook.exists() else None
         here = f"notebooks/{c.slug}" in docs
         title = f"[{c.title}](notebooks/{c.slug}.ipynb)" if here else c.title
         time_ = f"{minutes} min" if minutes else "in preparation"
@@ -314,40 +322,46 @@ def _source_index(root: Path, shown: list[str], full: bool) -> str:
 
 
 def build(
-    out: Path = DEFAULT_OUT,
+    out: Path | None = None,
     *,
     chapters=None,
-    root: Path = course.REPO_ROOT,
-    cache: Path = assets.DEFAULT_CACHE,
+    root: Path | None = None,
+    cache: Path | None = None,
     jobs: int | None = None,
 ) -> BuildResult:
     """Build the book into ``out`` (all chapters, or only ``chapters``) and return a summary.
 
+    ``root`` is the checkout whose notebooks, cards and source are staged; the Sphinx
+    configuration, the default ``out`` and the asset ``cache`` are those of the checkout the
+    command runs in (:func:`pecourse.course.checkout`). Logs each step and Sphinx's progress.
     Raises ``RuntimeError`` with Sphinx's own message when the build fails; warnings are
     returned, not raised (a chapter being rewritten must not stop the book).
     """
     start = time.perf_counter()
-    out = Path(out).resolve()
+    here = course.checkout()
+    out = (here / DEFAULT_OUT if out is None else Path(out)).resolve()
     src = out.with_name(out.name + "-src")
     doctrees = out.with_name(out.name + "-doctrees")
-    static = assets.ensure_assets(Path(cache))
+    static = assets.ensure_assets(cache)
     docs = stage(src, chapters, root)
     jobs = jobs or min(2, os.cpu_count() or 1)
     warnings_file = out.with_name(out.name + "-warnings.txt")
     command = [
-        sys.executable, "-m", "sphinx", "-b", "html", "-q", "-c", str(CONFIG_DIR),
+        sys.executable, "-m", "sphinx", "-b", "html", "-N", "-c", str(here / CONFIG_DIR),
         "-d", str(doctrees), "-w", str(warnings_file), "-j", str(jobs), str(src), str(out),
     ]  # fmt: skip
     env = dict(os.environ, PECOURSE_BOOK_ASSETS=str(static))
-    done = subprocess.run(command, env=env, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise RuntimeError(f"sphinx-build failed (exit {done.returncode}):\n{done.stderr[-4000:]}")
+    log.info("running Sphinx on %d pages (%d jobs)", len(docs), jobs)
+    returncode, tail = _sphinx(command, env)
+    if returncode != 0:
+        raise RuntimeError(f"sphinx-build failed (exit {returncode}):\n{tail[-4000:]}")
     warnings = (
         warnings_file.read_text(encoding="utf-8").splitlines() if warnings_file.exists() else []
     )
     from .check import broken_maths_in
     from .search import write_pages
 
+    log.info("writing the search's page texts")
     write_pages(out)
 
     warnings += broken_maths_in(src)
@@ -357,3 +371,26 @@ def build(
         warnings=tuple(w for w in warnings if w.strip()),
         seconds=time.perf_counter() - start,
     )
+
+
+# Sphinx's progress lines: "reading sources... [ 40%] notebooks/08_rope".
+_PROGRESS = re.compile(r"^(?P<step>[a-z][^[]*?)\.*\s*\[\s*(?P<percent>\d+)%\]")
+
+
+def _sphinx(command: list[str], env: dict) -> tuple[int, str]:
+    """Run Sphinx, logging each step at every quarter of its progress (every line at DEBUG);
+    the exit status and the output's last lines."""
+    tail: collections.deque[str] = collections.deque(maxlen=80)
+    shown: tuple[str, int] | None = None
+    with subprocess.Popen(
+        command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    ) as sphinx:
+        for line in sphinx.stdout:
+            tail.append(line)
+            log.debug("sphinx: %s", line.rstrip())
+            if match := _PROGRESS.match(line):
+                step, quarter = match["step"], int(match["percent"]) // 25
+                if shown is None or shown[0] != step or shown[1] < quarter:
+                    log.info("sphinx: %s %s%%", step, match["percent"])
+                    shown = (step, quarter)
+    return sphinx.returncode, "".join(tail)

@@ -20,6 +20,7 @@ what it finds as warnings): maths that Markdown breaks apart never reaches MathJ
 
 from __future__ import annotations
 
+import logging
 import re
 import time
 from dataclasses import dataclass, field
@@ -27,6 +28,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
+log = logging.getLogger(__name__)
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
     "--no-sandbox",
@@ -556,8 +558,10 @@ def check_book(
     shots: list[Path] = []
     with OfflineBrowser(timeout_s) as browser:
         page = browser.page
-        for name in names:
+        for i, name in enumerate(names, start=1):
             reports.append(browser.check(site / name, PageReport(name)))
+            if i % 50 == 0 or i == len(names):
+                log.info("checked %d of %d pages", i, len(names))
 
         if explorer is None:
             chapters = [r for r in reports if r.path.startswith("notebooks/") and r.sliders]

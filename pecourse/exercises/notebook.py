@@ -26,7 +26,7 @@ from pathlib import Path
 
 import nbformat
 
-from ..course import CONCEPTS, REPO_ROOT
+from ..course import CONCEPTS, NotACheckoutError, checkout
 
 __all__ = [
     "BEGIN_SOLUTION",
@@ -62,17 +62,25 @@ SLUGS = tuple(c.slug for c in CONCEPTS)
 
 
 def default_source_dir() -> Path:
-    """``solutions/`` beside the package (a clone of the course repository)."""
-    return REPO_ROOT / "solutions"
+    """``solutions/`` of the checkout the command runs in (:func:`pecourse.course.checkout`)."""
+    return checkout() / "solutions"
 
 
 def default_exercise_dir() -> Path:
-    return REPO_ROOT / "exercises"
+    """``exercises/`` of the checkout the command runs in."""
+    return checkout() / "exercises"
 
 
 def source_notebooks(source_dir: Path | None = None) -> list[Path]:
-    """The exercise sources, sorted by syllabus number (``NN_slug.ipynb``)."""
-    source_dir = Path(source_dir) if source_dir is not None else default_source_dir()
+    """The exercise sources, sorted by syllabus number (``NN_slug.ipynb``): those of
+    ``source_dir``, by default of the checkout's ``solutions/`` (none outside a checkout: a
+    learner's ``pecourse check`` then reads the notebook's own tests)."""
+    if source_dir is None:
+        try:
+            source_dir = default_source_dir()
+        except NotACheckoutError:
+            return []
+    source_dir = Path(source_dir)
     return sorted(p for p in source_dir.glob("[0-9][0-9]_*.ipynb") if p.is_file())
 
 

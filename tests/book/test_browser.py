@@ -21,7 +21,7 @@ from pecourse import course
 from pecourse.book import assets, builder, check, pages
 from pecourse.notebook_tools import execute
 
-SCREENS = course.REPO_ROOT / "build" / "book-screens"
+SCREENS = course.checkout() / "build" / "book-screens"
 FULL = os.environ.get("PECOURSE_BOOK_FULL") == "1"
 
 
@@ -102,7 +102,7 @@ def test_chapters_08_and_14_read_on_a_laptop_screen(tmp_path):
     # each chapter page offers its notebook, as committed
     href = re.search(r'class="reference download internal" download="" href="([^"]+)"', rope)
     offered = (result.out / "notebooks" / href.group(1)).read_bytes()
-    assert offered == (course.REPO_ROOT / "notebooks" / "08_rope.ipynb").read_bytes()
+    assert offered == (course.checkout() / "notebooks" / "08_rope.ipynb").read_bytes()
     with check.OfflineBrowser() as browser:
         for name in names:
             report = browser.check(result.out / name, check.PageReport(name))
@@ -129,7 +129,7 @@ def test_chapters_08_and_14_read_on_a_laptop_screen(tmp_path):
         assert check._dark_mode(browser.page) == ""
         # the start page shows no output of the machine the notebooks were executed on
         start = (result.out / "notebooks" / "00_start_here.html").read_text(encoding="utf-8")
-        assert str(course.REPO_ROOT) not in start and "/.venv/bin/python" not in start
+        assert str(course.checkout()) not in start and "/.venv/bin/python" not in start
         assert pages.YOUR_MACHINE[0] in start
 
 

@@ -1,14 +1,17 @@
 """Staging the book's sources (no Sphinx here: tests/book/test_browser.py builds it)."""
 
 import json
+import logging
+import os
 import re
+import sys
 
 import pytest
 
 from pecourse import course
 from pecourse.book import builder
 
-ROOT = course.REPO_ROOT
+ROOT = course.checkout()
 HIDDEN = re.compile(r"### BEGIN HIDDEN TESTS\n(.*?)### END HIDDEN TESTS", re.S)
 
 
@@ -115,3 +118,21 @@ def test_a_partial_build_shows_the_source_its_chapters_link_to(tmp_path):
     assert "](../source/pecourse/positions/alibi.py.md)" in staged["cells"][0]["source"]
     # The whole book shows every file.
     assert "source/pecourse/course.py" in builder.stage(tmp_path / "all", root=root)
+
+
+def test_sphinx_progress_is_logged_by_quarters(caplog):
+    lines = [f"reading sources... [{p:3d}%] page{p}" for p in range(10, 101, 10)]
+    lines += ["writing output... [100%] index", "build succeeded."]
+    script = "import sys; print(*sys.argv[1:], sep='\\n'); sys.exit(3)"
+    with caplog.at_level(logging.INFO, logger="pecourse.book.builder"):
+        code, tail = builder._sphinx([sys.executable, "-c", script, *lines], dict(os.environ))
+    assert code == 3 and tail.splitlines()[-1] == "build succeeded."
+    logged = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]
+    assert logged == [
+        "sphinx: reading sources 10%",
+        "sphinx: reading sources 30%",
+        "sphinx: reading sources 50%",
+        "sphinx: reading sources 80%",
+        "sphinx: reading sources 100%",
+        "sphinx: writing output 100%",
+    ]

@@ -7,7 +7,7 @@ import pytest
 from pecourse import course
 from pecourse.book import cards
 
-DECKS = sorted((course.REPO_ROOT / "pecourse" / "cards").glob("[0-9][0-9]_*.json"))
+DECKS = sorted((course.checkout() / "pecourse" / "cards").glob("[0-9][0-9]_*.json"))
 
 
 def test_a_basic_card_shows_its_front_then_its_back():

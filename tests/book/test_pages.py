@@ -9,7 +9,7 @@ import pytest
 from pecourse import course
 from pecourse.book import builder, check, pages
 
-ROOT = course.REPO_ROOT
+ROOT = course.checkout()
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 
 

@@ -5,7 +5,7 @@ import json
 from pecourse import course
 from pecourse.book import builder, check, pages
 
-ROOT = course.REPO_ROOT
+ROOT = course.checkout()
 
 
 def code(source: str, outputs=(), tags=None) -> dict:

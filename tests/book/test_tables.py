@@ -9,7 +9,7 @@ import pytest
 from pecourse import course
 from pecourse.book import pages, tables
 
-ROOT = course.REPO_ROOT
+ROOT = course.checkout()
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 RECORDINGS = sorted((ROOT / "pecourse" / "results").glob("*.json"))
 
