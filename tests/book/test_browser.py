@@ -209,7 +209,7 @@ def test_widgets_saved_by_the_execution_tool_work_in_the_book(tmp_path):
     }
     path = root / "notebooks" / f"{slug}.ipynb"
     nbformat.write(nb, path)
-    phases = _Phases()  # this test once took 10 minutes in a full run: say where, if it recurs
+    phases = _Phases()  # a stall in a full run names the phase it happened in
     execute(path)
     phases.done("executing the notebook")
 
