@@ -85,6 +85,7 @@ from __future__ import annotations
 import csv
 import difflib
 import json
+import logging
 import os
 import re
 import signal
@@ -114,6 +115,8 @@ from .notebook import (
     source_notebooks,
 )
 from .policy import MAX_CHECKED_CHARS, POLICY_REASON, reference_uses
+
+log = logging.getLogger(__name__)
 
 __all__ = ["Limits", "Row", "grade_submission", "grade_class", "find_submissions", "scan_class"]
 __all__ += ["write_csv", "write_sqlite", "read_sqlite", "export_csv", "summarize", "CSV_COLUMNS"]
@@ -801,10 +804,9 @@ def grade_class(
         exercises = [n for n, found in per_exercise.items() if any(found.values())]
     per_exercise = {n: per_exercise[n] for n in exercises}
     for student, files in stray.items():
-        print(
-            f"pecourse grade: {student}: misnamed notebook(s) not graded: {', '.join(files)} "
-            f"(name each NN_slug.ipynb, one of {', '.join(sorted(sources))[:60]}...)",
-            file=sys.stderr,
+        log.warning(
+            "%s: misnamed notebook(s) not graded: %s (name each NN_slug.ipynb, one of %s...)",
+            *(student, ", ".join(files), ", ".join(sorted(sources))[:60]),
         )
 
     tasks = []
@@ -835,8 +837,7 @@ def grade_class(
         with tempfile.TemporaryDirectory(prefix="pecourse-server-") as tmp:
             server = ForkServer(Path(tmp), isolation, protected)
             warning = isolation_warning(server)
-            if warning or progress:
-                print(f"pecourse grade: {warning or server.detail}", file=sys.stderr)
+            log.log(logging.WARNING if warning else logging.INFO, warning or server.detail)
             bar = tqdm(total=len(work), desc="grading", unit="notebook", disable=not progress)
             try:
                 with ThreadPoolExecutor(max_workers=max(1, int(jobs))) as pool:
@@ -854,7 +855,7 @@ def grade_class(
     order = {name: i for i, name in enumerate(sorted(exercises))}
     flagged = _look_alikes(sorted({s for s, _ in results}))
     for why in flagged.values():
-        print(f"pecourse grade: {why}", file=sys.stderr)
+        log.warning(why)
     rows = []
     for key in sorted(results, key=lambda k: (k[0], order[k[1]])):
         note = flagged.get(key[0])
@@ -963,6 +964,8 @@ def summarize(rows: list[Row]) -> str:
 def main_grade(args) -> int:
     """``pecourse grade``: grade, update the SQLite gradebook, rebuild the CSV, summarize."""
     limits = Limits(args.cell_timeout, args.timeout, args.memory_mb, args.output_cap, args.cpus)
+    level = logging.WARNING if args.quiet else logging.INFO
+    logging.basicConfig(level=level, format="pecourse grade: %(message)s")
     start = time.monotonic()
     submissions = Path(args.submissions)
     out = Path(args.out)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import logging
 
 import pytest
 
@@ -238,19 +239,20 @@ def test_csv_escapes_formula_starters(tmp_path, text):
     assert row[0] == "'" + text and row[5] == "'" + text
 
 
-def test_misnamed_notebooks_are_reported(tmp_path, capsys):
+def test_misnamed_notebooks_are_reported(tmp_path, capsys, caplog):
     (tmp_path / "ann").mkdir()
     (tmp_path / "ann" / "09_sinusoidal (1).ipynb").write_text("{}")
     (tmp_path / "bob").mkdir()
     found, stray = scan_class(tmp_path, SLUGS)
     assert stray == {"ann": ["09_sinusoidal (1).ipynb"]}
     assert found["09_sinusoidal_positional_encodings"] == {"ann": None, "bob": None}
+    caplog.set_level(logging.INFO, logger="pecourse.exercises.grade")
     rows = grade_class(tmp_path, exercises=["09_sinusoidal_positional_encodings"], progress=True)
     reason = next(r.reason for r in rows if r.student == "ann")
     assert (
         reason
         == "no submission (found '09_sinusoidal (1).ipynb': rename it to 09_sinusoidal_positional_encodings.ipynb)"
     )
-    err = capsys.readouterr().err
-    assert "misnamed notebook(s) not graded: 09_sinusoidal (1).ipynb" in err
-    assert "grading" not in err, "no notebook to run: no progress bar, no grading server"
+    assert "misnamed notebook(s) not graded: 09_sinusoidal (1).ipynb" in caplog.text
+    assert "grading" not in capsys.readouterr().err, "no notebook to run: no progress bar"
+    assert len(caplog.records) == 1, "no notebook to run: no grading server (it logs its level)"

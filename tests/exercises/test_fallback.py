@@ -13,7 +13,7 @@ from .conftest import HOSTILE_LIMITS, SLUG, source09
 from .helpers import processes_matching, typed
 
 
-def test_fallback_grades_alike_warns_and_leaves_nothing(hostile, class_rows, tmp_path, capsys):
+def test_fallback_grades_alike_warns_and_leaves_nothing(hostile, class_rows, tmp_path, caplog):
     root = tmp_path / "class"
     for student in ("ada", "cyd", "atk_reference"):
         shutil.copytree(hostile.root / student, root / student)
@@ -31,7 +31,7 @@ def test_fallback_grades_alike_warns_and_leaves_nothing(hostile, class_rows, tmp
         allow_reference=True,  # and the instructor's switch for self-study
         progress=False,
     )
-    assert "submissions are NOT isolated" in capsys.readouterr().err
+    assert "submissions are NOT isolated" in caplog.text
     assert {r.isolation for r in rows} == {NOT_ISOLATED}
     alone = {(r.student, r.part): r for r in class_rows if r.exercise == SLUG}
     for r in rows:
