@@ -47,11 +47,13 @@ def test_cloze_markup_is_recognised_without_a_type_and_display_maths_is_not_wrap
     assert back == "The bound: $$b > L$$"  # a span around display maths would break it
 
 
-def test_notes_under_the_answer_come_from_one_table():
-    card = {"id": "e", "front": "Q", "back": "A", "source": "ch. 03 §2 <Press>"}
-    _, back = cards.faces(card)
+def test_notes_under_the_answer_come_from_one_table(monkeypatch):
+    card = {"id": "e", "front": "Q", "back": "A", "source": "ch. 03 §2 <Press>", "origin": "x"}
+    _, back = cards.faces(card)  # a field the table does not list is not shown
     assert back.endswith('<p class="pc-card-note">Source: ch. 03 §2 &lt;Press&gt;</p>')
-    assert cards.BACK_NOTES == (("source", "Source"),)
+    monkeypatch.setattr(cards, "BACK_NOTES", (("origin", "Origin"), *cards.BACK_NOTES))
+    _, back = cards.faces(card)  # one line in the table shows it, in the table's order
+    assert back.endswith('<p class="pc-card-note">Origin: x<br>Source: ch. 03 §2 &lt;Press&gt;</p>')
 
 
 def test_bad_cards_and_decks_are_refused(tmp_path):

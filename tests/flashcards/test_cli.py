@@ -13,10 +13,11 @@ def test_stats_on_a_fresh_database(data_dir, capsys):
     assert main(["cards", "stats"]) == 0
     out = capsys.readouterr().out
     assert str(data_dir / "flashcards.sqlite3") in out
-    assert "157" in out and "RoPE Scaling" in out
+    deck, rope = load_deck(), load_deck(8)
+    assert f" {len(deck)} " in out and "RoPE Scaling" in out
     assert main(["cards", "stats", "--json"]) == 0
     stats = json.loads(capsys.readouterr().out)
-    assert stats["total"]["new"] == 157 and stats["concepts"]["08_rope"]["cards"] == 12
+    assert stats["total"]["new"] == len(deck) and stats["concepts"]["08_rope"]["cards"] == len(rope)
     assert stats["retired"] == {}
 
 
@@ -72,7 +73,7 @@ def test_export_and_reset(data_dir, tmp_path, capsys, monkeypatch):
         == 0
     )
     assert zipfile.is_zipfile(anki)
-    assert len(json.loads(deck.read_text())) == 157
+    assert len(json.loads(deck.read_text())) == len(load_deck())
     exported = json.loads(progress.read_text())
     assert len(exported["reviews"]) == 1 and exported["reviews"][0]["retired"] is False
     assert main(["cards", "export"]) == 2
