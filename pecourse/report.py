@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import csv
 import html
+import logging
 import os
 import re
 import sqlite3
@@ -41,6 +42,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .exercises.grade import CSV_COLUMNS, NOT_ISOLATED, Row, shown
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "read_gradebook",
@@ -629,6 +632,7 @@ def write_report(gradebooks: list[str | Path], out_dir: str | Path) -> dict[str,
         raise ValueError(f"GRADEBOOK {empty[0]!r} has no grades yet")
     out.mkdir(parents=True, exist_ok=True)
     rows = current_rows(rounds)
+    log.info("read %d round(s), %d rows now current; drawing the figures", len(rounds), len(rows))
     paths = {
         "scores": out / "scores.png",
         "pass_rates": out / "pass_rates.png",
@@ -678,6 +682,7 @@ def register(subparsers) -> None:
 
 
 def _main(args) -> int:
+    logging.basicConfig(level=logging.INFO, format="pecourse report: %(message)s")
     try:
         paths = write_report(args.gradebooks, args.out)
     except ValueError as exc:

@@ -205,7 +205,7 @@ def _index(root: Path, numbers: tuple[int, ...], docs: set[str], full: bool) -> 
     ]
     for c in course.CONCEPTS:
         notebook = root / "notebooks" / f"{c.slug}.ipynb"
-        minutes = course.reading_minutes(notebook, root) if notebook.exists() else None
+        minutes = course.reading_minutes(notebook, root)
         here = f"notebooks/{c.slug}" in docs
         title = f"[{c.title}](notebooks/{c.slug}.ipynb)" if here else c.title
         time_ = f"{minutes} min" if minutes else "in preparation"
@@ -380,17 +380,14 @@ _PROGRESS = re.compile(r"^(?P<step>[a-z][^[]*?)\.*\s*\[\s*(?P<percent>\d+)%\]")
 def _sphinx(command: list[str], env: dict) -> tuple[int, str]:
     """Run Sphinx, logging each step at every quarter of its progress (every line at DEBUG);
     the exit status and the output's last lines."""
-    tail: collections.deque[str] = collections.deque(maxlen=80)
-    shown: tuple[str, int] | None = None
+    tail, shown = collections.deque(maxlen=80), None
     with subprocess.Popen(
         command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     ) as sphinx:
         for line in sphinx.stdout:
             tail.append(line)
             log.debug("sphinx: %s", line.rstrip())
-            if match := _PROGRESS.match(line):
-                step, quarter = match["step"], int(match["percent"]) // 25
-                if shown is None or shown[0] != step or shown[1] < quarter:
-                    log.info("sphinx: %s %s%%", step, match["percent"])
-                    shown = (step, quarter)
+            step = _PROGRESS.match(line)  # logged when its step or quarter differs from the last
+            if step and shown != (shown := (step["step"], int(step["percent"]) // 25)):
+                log.info("sphinx: %s %s%%", step["step"], step["percent"])
     return sphinx.returncode, "".join(tail)
