@@ -85,6 +85,7 @@ PRELOAD = "torch numpy matplotlib.pyplot IPython.core.interactiveshell traitlets
 PRELOAD = (*PRELOAD.split(), "safetensors.torch")
 STUDENT_ENV = "PATH LANG LC_ALL MPLBACKEND PYTHONHASHSEED OMP_NUM_THREADS MKL_NUM_THREADS"
 STUDENT_ENV = (*STUDENT_ENV.split(), "PYTHONDONTWRITEBYTECODE")
+SCRATCH_DIRS = ("matplotlib", "ipython", "pecourse")  # the libraries' folders, in scratch
 
 
 class CellTimeout(BaseException):
@@ -268,16 +269,9 @@ def student_main(sock: socket.socket, job: dict, level: str, plan) -> None:
     sandbox.die_with_parent()
     env = {k: os.environ[k] for k in STUDENT_ENV if k in os.environ}
     os.environ.clear()
-    os.environ.update(env)
-    os.environ.update(
-        {
-            "HOME": home,
-            "TMPDIR": scratch,
-            "MPLCONFIGDIR": os.path.join(scratch, "matplotlib"),
-            "IPYTHONDIR": os.path.join(scratch, "ipython"),
-            "PECOURSE_DATA_DIR": os.path.join(scratch, "pecourse"),
-        }
-    )
+    os.environ.update(env, HOME=home, TMPDIR=scratch)
+    for name, folder in zip(("MPLCONFIGDIR", "IPYTHONDIR", "PECOURSE_DATA_DIR"), SCRATCH_DIRS):
+        os.environ[name] = os.path.join(scratch, folder)
     if not job.get("allow_reference"):
         # Nothing of the course package stays in memory (the runner itself is running);
         # on disk it does not exist in the sandbox.
@@ -541,19 +535,11 @@ class Judge:
             protected.append(os.path.join(package, "exercises"))
         if self.gone or self.channel is None:
             return
-        own = {
-            "op": "job",
-            "notebook": job["notebook"],
-            "workdir": job["workdir"],
-            "scratch": job["scratch"],
-            "cell_timeout": self.cell_timeout,
-            "memory_mb": self.memory_mb,
-            "cpu_seconds": float(job.get("cpus", 1.0)) * float(job.get("wall_clock", 180.0)),
-            "output_cap": int(job["output_cap"]),
-            "allow_reference": bool(job.get("allow_reference")),
-            "protected": protected,
-            "allow_paths": allow,
-        }
+        keys = ("notebook", "workdir", "scratch", "cell_timeout", "memory_mb", "output_cap")
+        own = {k: job[k] for k in keys} | {"allow_reference": bool(job.get("allow_reference"))}
+        cpu_seconds = float(job.get("cpus", 1.0)) * float(job.get("wall_clock", 180.0))
+        own |= {"op": "job", "cpu_seconds": cpu_seconds, "protected": protected}
+        own["allow_paths"] = allow
         try:
             self.channel.sock.settimeout(self.cell_timeout + GRACE)
             wire.send(self.channel.sock, own)

@@ -26,7 +26,7 @@ from .attacks import MARKER, WRONG_REST, WRONG_TABLE, attacks
 from .conftest import SLUG, source09
 from .helpers import SOLUTIONS_DIR, SOURCES, answered, processes_matching, typed
 from .test_judge_state import ZERO_ANSWERS
-from .test_limits import HOARD, MEMFD, NESTED, OPEN_MANY, SPIN, _job_folders
+from .test_limits import HOARD, MEMFD, NESTED, OPEN_MANY, SPIN, _left_behind
 from .wrong_answers import WRONG
 from .wrong_answers_more import WRONG_MORE
 
@@ -194,9 +194,9 @@ def test_a_class_of_100(tmp_path):
     # (processes of other graders on this machine may have job uids: only ours are looked at)
     for _ in range(50):  # processes that were killed may take a moment to be reaped
         left = processes_matching(MARKER) + _tree(os.getpid())[1:]
-        if not left and not _job_folders():
+        if not left:
             break
         time.sleep(0.1)
-    assert not left and not _job_folders(), left
+    assert not left and not _left_behind(), left
     print(f"100 students, {len(rows)} rows, {seconds:.0f} s, peak {watch.peak_mb:.0f} MB")
     shutil.rmtree(root)
