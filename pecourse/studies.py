@@ -55,10 +55,12 @@ recording to ``pecourse/results/<name>.json``; :func:`load` reads it back.
                                           each continued from its own seed's base
 ========================================  ==================================================
 
-The six multi-seed studies share one mechanism (:func:`_seeded_runs`): seed 0 is the
-shipped checkpoint, the other seeds are trained with the same recipe and kept as numbers
-(a recipe that continues another starts from that seed's run of it), and a log lets an
-interrupted run resume.
+Most studies are declared as data (:class:`Study`: recipes × seeds × one measurement) and
+run by one runner (:func:`_seeded_runs`): seed 0 of a shipped recipe is its checkpoint, every
+other (recipe, seed) is trained once into a weights folder the studies share (a continued
+recipe starts from that seed's run of its parent), a log lets an interrupted run resume, and
+the summary is the rows read over seeds (:func:`summarise`; :meth:`Study.reread` rebuilds it
+from the rows, and a test compares it with each shipped recording).
 
 ``python -m pecourse.studies run NAME`` reruns a study and rewrites its recording (minutes
 of CPU each; the chapter says how many).
@@ -73,6 +75,8 @@ import platform
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -85,12 +89,15 @@ from .data import task_batch
 from .evaluate import bootstrap_interval, wilson_interval
 from .model import ModelConfig, TinyGPT
 from .results import recorded, write
+from .train import STUDY_RECIPES
 
 logger = logging.getLogger(__name__)
 #: Whether studies draw a progress bar over their models (``python -m pecourse.studies`` does).
 PROGRESS = False
 
 __all__ = [
+    "Study",
+    "summarise",
     "bootstrap_interval",
     "per_sample_accuracy",
     "GridAttention",
@@ -622,101 +629,6 @@ def imposed_windows(*, lengths=(64, 512), tokens: int = 65536, window: int = 64)
     }
 
 
-# --- chapter 11: can windowed RoPE layers retrieve without a NoPE layer? ---------------------
-
-#: The model of the shipped passkey checkpoints (``rope_passkey``): sizes and recipe.
-PASSKEY_MODEL = dict(d_model=64, n_layers=4, n_heads=4, train_len=64)
-PASSKEY_DISTANCES = (4, 8, 12, 16, 24, 32, 48, 60)
-
-
-#: The arms of :func:`windowed_passkey`: each a continuation of ``rope_passkey``.
-WINDOWED_ARMS = ("rope_passkey_swa", "rope_passkey_swa_nope", "rope_passkey_swa_rope")
-
-
-def windowed_passkey(
-    seeds=(0, 1, 2),
-    *,
-    distances=PASSKEY_DISTANCES,
-    samples: int = 256,
-    steps: int | None = None,
-    log=None,
-) -> dict:
-    r"""Chapter 11's comparison: windowed RoPE layers with a global NoPE layer, with a global
-    RoPE layer, and with none.
-
-    For each seed, the passkey model ``rope_passkey`` (4 layers, ``d = 64``, full-attention
-    RoPE, 1000 steps retrieving 2-digit keys from 64 characters of Bible text; seed 0 the
-    shipped checkpoint) is continued on its task for its own budget in three arms
-    (:data:`WINDOWED_ARMS`, recipes in :data:`pecourse.train.STUDY_RECIPES`): ``swa``
-    restricts all four RoPE layers to 8-key sliding windows (together they relay at most
-    4·7 = 28 tokens back); ``swa_nope`` windows layers 0–2 and makes layer 3 a global NoPE
-    layer (Command A's layout at toy scale); ``swa_rope`` windows layers 0–2 and keeps layer
-    3 a global RoPE layer — the control that tells a global NoPE layer from any global layer.
-    Each base is also scored in each arm before continuing (``step0``). Scores: passkey
-    accuracy at each needle distance on ``samples`` fixed sequences of 64 characters, with a
-    Wilson interval. ``steps`` and ``log`` as in :func:`extrapolation_seeds`.
-    """
-    from .evaluate import needle_accuracy
-    from .train import recipe
-
-    seeds = _check_seeds(seeds)
-    samples = check_int("samples", samples, minimum=1)
-    distances = [check_int("distances[]", d, minimum=3, maximum=61) for d in distances]
-    if steps is not None:
-        steps = check_int("steps", steps, minimum=1)
-    key_len = recipe("rope_passkey")["train"]["task_options"]["key_len"]
-
-    def score(model):
-        acc = needle_accuracy(model, distances, length=64, samples=samples, key_len=key_len)
-        out = {}
-        for d in distances:
-            k = round(acc[d] * samples)
-            lo, hi = wilson_interval(k, samples)
-            out[str(d)] = {"accuracy": round(k / samples, 4), "ci95": [round(lo, 4), round(hi, 4)]}
-        return out
-
-    def measure(model, name):
-        out = {"by_distance": score(model)}
-        if name == "rope_passkey":  # the base's weights in each arm's layout, not yet trained
-            out["step0"] = {}
-            for arm in WINDOWED_ARMS:
-                windowed = TinyGPT(ModelConfig(**recipe(arm)["model"])).eval()
-                windowed.load_state_dict(model.state_dict())
-                out["step0"][arm] = score(windowed)
-        return out
-
-    names = ["rope_passkey", *WINDOWED_ARMS]
-    key = {"study": "windowed_passkey", "distances": distances, "samples": samples, "steps": steps}
-    runs = _seeded_runs(names, seeds, steps=steps, key=key, log=log, measure=measure)
-
-    def spread(name, d, step0=False):
-        if step0:
-            got = [r["step0"][name][str(d)] for r in runs if r["model"] == "rope_passkey"]
-        else:
-            got = [r["by_distance"][str(d)] for r in runs if r["model"] == name]
-        return _spread([g["accuracy"] for g in got])
-
-    summary = {n: {str(d): spread(n, d) for d in distances} for n in names}
-    summary |= {
-        f"{a} step0": {str(d): spread(a, d, True) for d in distances} for a in WINDOWED_ARMS
-    }
-    return {
-        "name": "windowed_passkey",
-        "protocol": {
-            **_seeded_protocol(names, steps),
-            "task": f"passkey retrieval, {key_len}-digit keys, sequences of 64 characters",
-            "plans": {n: recipe(n)["model"]["plan"] for n in names},
-            "window": recipe(WINDOWED_ARMS[0])["model"]["position_options"]["swa_rope"]["window"],
-            "distances": distances,
-            "eval_samples": samples,
-            "eval_seed": 1234,
-            "interval": "95% Wilson interval over evaluation sequences",
-        },
-        **_seed_facts(runs),
-        "summary": summary,
-    }
-
-
 # --- chapter 15: what NoPE's quality gap is made of -------------------------------------------
 
 
@@ -836,92 +748,7 @@ def nope_anchor(seeds=(0, 1, 2), *, steps: int = 800, tokens: int = 65536) -> di
     }
 
 
-#: The counting models of :func:`counting_length_generalisation` (:mod:`pecourse.train`).
-COUNTING_MODELS = (
-    "nope_counting",
-    "rope_counting",
-    "alibi_counting",
-    "nope_counting_long",
-    "rope_counting_long",
-)
-
-
-def counting_length_generalisation(
-    seeds=(0, 1, 2),
-    *,
-    names=COUNTING_MODELS,
-    lengths=(64, 128, 256),
-    samples: int = 256,
-    learned_at: float = 0.9,
-    steps: int | None = None,
-    log=None,
-) -> dict:
-    r"""An algorithmic length-generalisation test in the manner of Kazemnejad et al. 2023
-    (arXiv:2305.19466): train short, test long, score exact answers — on the counting task.
-
-    Each recipe of ``names`` (4 layers, ``d = 64``, sequences of 64, 600 steps — 2,400 for
-    the ``*_long`` ones —, loss on the answers only; seed 0 of ``rope_counting`` is the
-    shipped checkpoint) is tested on sequences of every length in ``lengths``: the same
-    stream of ``+``, ``*`` and letters, so only the length changes. Scores: answer accuracy
-    per sequence with a bootstrap interval over ``samples`` sequences. A model has *learned*
-    the task when its accuracy at the training length is at least ``learned_at`` at every
-    seed; the summary ranks the longest length among those models only, since a model that
-    never learned the task says nothing about generalising it. ``steps`` and ``log`` as in
-    :func:`extrapolation_seeds`.
-    """
-    from ._validate import check_float
-    from .train import recipe
-
-    seeds = _check_seeds(seeds)
-    names = [check_choice("names[]", n, COUNTING_MODELS) for n in names]
-    lengths = [check_int("lengths[]", n, minimum=8) for n in lengths]
-    samples = check_int("samples", samples, minimum=1)
-    learned_at = check_float("learned_at", learned_at, minimum=0.0, maximum=1.0)
-    if steps is not None:
-        steps = check_int("steps", steps, minimum=1)
-    train_len = recipe(names[0])["model"]["train_len"]
-
-    def measure(model, name):
-        return {
-            f"length_{n}": _score(per_sample_accuracy(model, "counting", n, samples=samples))
-            for n in lengths
-        }
-
-    key = {"study": "counting_length_generalisation", "lengths": lengths, "samples": samples}
-    runs = _seeded_runs(
-        names, seeds, steps=steps, key={**key, "steps": steps}, log=log, measure=measure
-    )
-    summary = {
-        name: {
-            f"length_{n}": _spread([r[f"length_{n}"]["mean"] for r in runs if r["model"] == name])
-            for n in lengths
-        }
-        for name in names
-    }
-    for name in names:
-        summary[name]["learned"] = summary[name][f"length_{train_len}"]["min"] >= learned_at
-    top = f"length_{max(lengths)}"
-    ranked = sorted(
-        (n for n in names if summary[n]["learned"]), key=lambda n: -summary[n][top]["mean"]
-    )
-    return {
-        "name": "counting_length_generalisation",
-        "protocol": {
-            **_seeded_protocol(names, steps),
-            "task": "counting ('+' since the last '*', asked after '='; counts stay below 10)",
-            "lengths": lengths,
-            "eval_samples": samples,
-            "eval_seed": 4321,
-            "interval": "95% percentile bootstrap over evaluation sequences, 2000 resamples",
-            "learned": f"accuracy at the training length {train_len} >= {learned_at} at every seed",
-        },
-        **_seed_facts(runs),
-        "summary": summary,
-        "ranking": {"at": max(lengths), "learned_models": ranked},
-    }
-
-
-# --- chapter 03: the extrapolation table, three seeds ------------------------------------------
+# --- training and reading the runs of a study ---------------------------------------------------
 
 
 def _seeded_runs(names, seeds, *, steps, key: dict, log, measure) -> list[dict]:
@@ -941,7 +768,7 @@ def _seeded_runs(names, seeds, *, steps, key: dict, log, measure) -> list[dict]:
 
     done = {}
     folder = tempfile.TemporaryDirectory() if log is None else None
-    store = Path(folder.name) if folder else Path(log).with_name(Path(log).stem + "-weights")
+    store = Path(folder.name) if folder else Path(log).parent / "weights"  # shared by studies
     if log is not None:
         log = Path(log)
         if log.exists():
@@ -1061,87 +888,220 @@ def _seeded_protocol(names, steps) -> dict:
     }
 
 
-def _extrapolation_table(study, names, seeds, lengths, tokens, steps, log) -> dict:
-    """The recording of :func:`extrapolation_seeds` or :func:`embedding_setup` (``study``):
-    every (recipe, seed) of ``names``, its perplexity at ``lengths`` and the context it uses
-    at its training length (:func:`pecourse.evaluate.context_used`)."""
-    from .evaluate import context_losses, context_used, perplexity_interval, window_losses
-    from .train import recipe
+# --- the study layer: a study is data; one runner trains, measures, resumes and records ----
 
-    seeds = _check_seeds(seeds)
-    names = [check_choice("names[]", n, _ALL_RECIPES()) for n in names]
-    lengths = [check_int("lengths[]", n, minimum=2) for n in lengths]
-    tokens = check_int("tokens", tokens, minimum=max(lengths))
-    if steps is not None:
-        steps = check_int("steps", steps, minimum=1)
+#: The fields of a run that say which run it is rather than what it measured.
+_RUN_FACTS = ("model", "seed", "source", "sha256", "train_steps", "loss_curve", "cpu_seconds")
+#: Sizes of a measurement, not measurements: left out of the summary.
+_SIZES = ("windows", "tokens", "blocks", "successes", "trials", "threshold", "train_len")
+#: The number that stands for a measurement (a dict), in this order of preference.
+_HEADLINES = ("perplexity", "accuracy", "mean", "loss", "effective")
 
-    def measure(model, name):
-        out = {}
-        for n in lengths:
-            try:
-                out[str(n)] = perplexity_interval(window_losses(model, n, tokens=tokens))
-            except ValueError:  # a learned table has no row for these positions
-                out[str(n)] = None
-        used = context_used(context_losses(model, tokens=tokens))
-        return {**out, "context_used": used["context_used"], "context_gain": used["gain"]}
 
-    key = {"study": study, "lengths": lengths, "tokens": tokens, "steps": steps, "context": 1}
-    runs = _seeded_runs(names, seeds, steps=steps, key=key, log=log, measure=measure)
-    summary = {}
-    for name in names:
-        mine = [r for r in runs if r["model"] == name]
-        summary[name] = {
-            str(n): _spread([r[str(n)]["perplexity"] for r in mine])
-            for n in lengths
-            if all(r[str(n)] for r in mine)
-        }
-        if all(r[str(lengths[-1])] for r in mine):  # the rise from the shortest to the longest
-            summary[name]["ratio"] = _spread(
-                [r[str(lengths[-1])]["perplexity"] / r[str(lengths[0])]["perplexity"] for r in mine]
-            )
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _over_seeds(runs: list[dict]) -> dict:
+    """The spread over seeds of what the runs measured, nested as the runs are: a measurement
+    (a dict with a number among :data:`_HEADLINES`) becomes the :func:`_spread` of that
+    number, a group stays a group, and a part some run lacks (a learned table past its rows)
+    is left out."""
+    out = {}
+    for key, first in runs[0].items():
+        values = [r.get(key) for r in runs]
+        if key in _SIZES or any(v is None for v in values):
+            continue
+        if isinstance(first, dict) and all(isinstance(v, dict) for v in values):
+            head = next((h for h in _HEADLINES if _is_number(first.get(h))), None)
+            if head and all(_is_number(v.get(head)) for v in values):
+                out[key] = _spread([v[head] for v in values])
+            elif nested := _over_seeds(values):
+                out[key] = nested
+        elif all(_is_number(v) for v in values):
+            out[key] = _spread(values)
+    return out
+
+
+def summarise(runs: list[dict], models) -> dict:
+    """``{model: its runs' measurements over seeds}`` (:func:`_over_seeds`), the runs of each
+    model in seed order: the reading a chapter asserts, recomputable from the rows."""
     return {
-        "name": study,
-        "protocol": {
-            **_seeded_protocol(names, steps),
-            "embed_scale": {n: recipe(n)["model"].get("embed_scale", "scheme") for n in names},
-            "mode": "nonoverlapping",
-            "lengths": lengths,
-            "eval_tokens": tokens,
-            "split": "validation, the first eval_tokens characters (the same for every model)",
-            "interval": "95% percentile bootstrap over windows, 2000 resamples",
-            "ratio": f"perplexity at {lengths[-1]} / at {lengths[0]}, per seed",
-            "context_used": "pecourse.evaluate.context_used at the training length (as context_use)",
-        },
-        "eval_tokens": tokens,
-        **_seed_facts(runs),
-        "summary": summary,
-        "context_used": {n: [r["context_used"] for r in runs if r["model"] == n] for n in names},
+        m: _over_seeds(
+            [{k: v for k, v in r.items() if k not in _RUN_FACTS} for r in runs if r["model"] == m]
+        )
+        for m in models
     }
 
 
-def extrapolation_seeds(
-    seeds=(0, 1, 2),
-    *,
-    names=("learned", "sinusoidal", "rope", "t5", "alibi", "nope"),
-    lengths=(64, 128, 256, 512),
-    tokens: int = 65536,
-    steps: int | None = None,
-    log=None,
-) -> dict:
-    r"""The extrapolation table of :func:`pecourse.experiments.extrapolation` over training seeds.
+def _setting(name: str, value, default):
+    """``value`` checked against the kind of ``default``: counts and lengths are positive ints,
+    lists hold positive ints (or names), a float is a non-negative number."""
+    from ._validate import check_float
 
-    Each scheme is trained with its shipped recipe (:data:`pecourse.train.RECIPES`: 4 layers,
-    ``d = 64``, 64-character windows, 800 steps) and a training seed; seed 0 is the shipped
-    checkpoint itself (the same recipe and seed), the others are trained here and kept only
-    as numbers. Every model is evaluated under the protocol (:mod:`pecourse.evaluate`): the
-    same ``tokens`` validation characters cut into non-overlapping windows of each length,
-    perplexity with a bootstrap interval over windows; a learned table has no rows past its
-    training length (``None``); and the context each model uses at its training length.
-    ``steps`` overrides the budget of every trained run (a test uses it; the recording uses
-    the recipe's). ``log``: see :func:`_seeded_runs`.
+    if isinstance(default, bool) or default is None:
+        return value
+    if isinstance(default, int):
+        return check_int(name, value, minimum=1)
+    if isinstance(default, float):
+        return check_float(name, value, minimum=0.0)
+    if isinstance(default, (tuple, list)):
+        if not isinstance(value, (tuple, list)) or not value and default:
+            raise TypeError(f"{name} must be a non-empty list like {list(default)}, got {value!r}")
+        if all(isinstance(d, int) for d in default):
+            return [check_int(f"{name}[]", v, minimum=1) for v in value]
+        return list(value)
+    return value
+
+
+@dataclass(frozen=True)
+class Study:
+    r"""A study as data: which recipes, trained at which seeds, measured how.
+
+    ``models`` are recipe names (:func:`pecourse.train.recipe`), each continued recipe after
+    the one it continues. ``measure(settings)`` returns the function that measures one model,
+    ``(model, recipe name) -> dict``; ``settings`` are its parameters with their defaults (a
+    call may override any; they enter the protocol and the resume key); ``protocol`` says
+    what the settings do not. ``read(recording, settings)`` adds fields a chapter reads
+    (a ranking); ``summary(runs, models, settings)`` replaces the generic reading
+    (:func:`summarise`) where a chapter reads another shape.
+
+    Calling a study runs it (:func:`_seeded_runs`: seed 0 of a shipped recipe is its
+    checkpoint, the rest trained once and kept, a log resumes an interrupted run) and
+    returns its recording, valid under :data:`pecourse.results.SCHEMA`.
     """
-    return _extrapolation_table("extrapolation_seeds", names, seeds, lengths, tokens, steps, log)
 
+    name: str
+    about: str
+    models: tuple
+    measure: Callable
+    settings: dict = field(default_factory=dict)
+    protocol: dict = field(default_factory=dict)
+    read: Callable | None = None
+    summary: Callable | None = None
+
+    def __post_init__(self):
+        object.__setattr__(self, "__doc__", self.about)
+
+    def __call__(self, seeds=(0, 1, 2), *, models=None, steps=None, log=None, **settings) -> dict:
+        from .train import recipe
+
+        seeds = _check_seeds(seeds)
+        models = [check_choice("models[]", n, tuple(self.models)) for n in models or self.models]
+        for i, n in enumerate(models):  # a continued recipe needs its parent first
+            parent = recipe(n)["train"].get("init_from")
+            if parent in self.models and parent not in models[:i]:
+                raise ValueError(f"models must list {parent!r} before {n!r}, which continues it")
+        unknown = sorted(set(settings) - set(self.settings))
+        if unknown:
+            raise TypeError(
+                f"{self.name} has no settings {unknown}; it has {sorted(self.settings)}"
+            )
+        settings = {k: _setting(k, settings.get(k, v), v) for k, v in self.settings.items()}
+        steps = None if steps is None else check_int("steps", steps, minimum=1)
+        key = {"study": self.name, **settings, "steps": steps}
+        runs = _seeded_runs(
+            models, seeds, steps=steps, key=key, log=log, measure=self.measure(settings)
+        )
+        return self._record(runs, models, steps, settings)
+
+    def reread(self, recording: dict) -> dict:
+        """``recording`` with everything but its runs rebuilt from its runs, under this study's
+        declared settings: what rerunning the study would write if training and measuring gave
+        the same rows. A test compares each shipped recording with it."""
+        models, steps = recording["protocol"]["models"], None
+        return self._record(recording["rows"], models, steps, dict(self.settings)) | {
+            k: recording[k] for k in ("cpu_seconds", "versions", "checkpoints")
+        }
+
+    def _record(self, runs, models, steps, settings) -> dict:
+        settings = {k: list(v) if isinstance(v, tuple) else v for k, v in settings.items()}
+        summary = (self.summary or (lambda r, m, s: summarise(r, m)))(runs, models, settings)
+        recording = {
+            "name": self.name,
+            "protocol": {**_seeded_protocol(models, steps), **self.protocol, **settings},
+            **_seed_facts(runs),
+            "summary": summary,
+        }
+        if "tokens" in settings:
+            recording["eval_tokens"] = settings["tokens"]
+        if all("context_used" in r for r in runs):
+            recording["context_used"] = {
+                m: [r["context_used"] for r in runs if r["model"] == m] for m in models
+            }
+        return recording | (self.read(recording, settings) if self.read else {})
+
+
+# --- the declared studies: three seeds of every model a chapter's conclusion rests on --------
+
+_TEXT = {
+    "split": "validation, the first eval_tokens characters (the same for every model)",
+    "interval": "95% percentile bootstrap over windows, 2000 resamples",
+}
+_RETRIEVAL = {
+    "eval_seed": 1234,
+    "retrieval_interval": "95% Wilson score interval",
+    "split": "validation text as filler",
+}
+_CONTEXT = (
+    "the same eval_tokens characters scored with c to 2c-1 characters of context (sliding "
+    "windows of 2c every c), c = 1, 2, 4, ... up to half the training length; context_used is "
+    "the largest c whose gain over c/2 (same characters) has its interval above zero: "
+    "percentile bootstrap over blocks of 256 consecutive characters, 2000 resamples"
+)
+
+
+def _perplexities(s: dict, model, **kw) -> dict:
+    """Perplexity with its interval at each of ``s["lengths"]`` on ``s["tokens"]`` validation
+    characters (``None`` where a learned table has no rows)."""
+    from .evaluate import perplexity_interval, window_losses
+
+    out = {}
+    for n in s["lengths"]:
+        try:
+            out[str(n)] = perplexity_interval(window_losses(model, n, tokens=s["tokens"], **kw))
+        except ValueError:  # a learned table has no row for these positions
+            out[str(n)] = None
+    return out
+
+
+def _extrapolation(s: dict):
+    def measure(model, name):
+        from .evaluate import context_losses, context_used
+
+        out = _perplexities(s, model)
+        first, last = out[str(s["lengths"][0])], out[str(s["lengths"][-1])]
+        if first and last:  # the rise from the shortest length to the longest
+            out["ratio"] = round(last["perplexity"] / first["perplexity"], 4)
+        used = context_used(context_losses(model, tokens=s["tokens"]))
+        return {**out, "context_used": used["context_used"], "context_gain": used["gain"]}
+
+    return measure
+
+
+_EXTRAPOLATION = dict(
+    settings={"lengths": (64, 128, 256, 512), "tokens": 65536},
+    measure=_extrapolation,
+    protocol={
+        "mode": "nonoverlapping",
+        **_TEXT,
+        "ratio": "perplexity at the longest length / at the shortest, per seed",
+        "context_used": _CONTEXT + " (at the training length)",
+    },
+)
+
+extrapolation_seeds = Study(
+    "extrapolation_seeds",
+    r"""Chapter 03's extrapolation table (Press et al. 2022, arXiv:2108.12409) at three seeds.
+
+    Each scheme's shipped recipe (4 layers, ``d = 64``, 64-character windows, 800 steps) at each
+    seed, seed 0 the shipped checkpoint. Every model: perplexity with a bootstrap interval on the
+    same validation characters cut into non-overlapping windows of each length (a learned table
+    has none past 64), the rise from the shortest to the longest, and the context it uses at
+    its training length (:func:`pecourse.evaluate.context_used`).""",
+    ("learned", "sinusoidal", "rope", "t5", "alibi", "nope"),
+    **_EXTRAPOLATION,
+)
 
 #: The extrapolation set under one embedding setup (:data:`pecourse.train.STUDY_RECIPES`).
 EMBEDDING_CONTROLS = (
@@ -1154,521 +1114,414 @@ EMBEDDING_CONTROLS = (
     "sinusoidal_unscaled",
 )
 
-
-def embedding_setup(
-    seeds=(0, 1, 2),
-    *,
-    names=EMBEDDING_CONTROLS,
-    lengths=(64, 128, 256, 512),
-    tokens: int = 65536,
-    steps: int | None = None,
-    log=None,
-) -> dict:
+embedding_setup = Study(
+    "embedding_setup",
     r"""The extrapolation table under one embedding setup: chapter 06's control.
 
     The shipped sinusoidal model alone multiplies its token embeddings by √d (with init std
-    d^-½, Vaswani et al. 2017 §3.4); the other schemes keep GPT-2's std 0.02 and no scale.
-    Here every scheme is trained with the sinusoidal model's setup (``*_sqrt_d``), and the
-    sinusoidal model also without it (``sinusoidal_unscaled``), otherwise as
-    :func:`extrapolation_seeds` and measured the same way, so a ranking of the schemes can be
-    read under either setup. ``sinusoidal`` (its own setup) is measured again here so the
-    table holds all six under √d.
-    """
-    return _extrapolation_table("embedding_setup", names, seeds, lengths, tokens, steps, log)
+    d^-½, Vaswani et al. 2017 §3.4); the others keep GPT-2's std 0.02 and no scale. Here every
+    scheme is trained with the sinusoidal model's setup (``*_sqrt_d``) and the sinusoidal model
+    also without it (``sinusoidal_unscaled``), measured as :data:`extrapolation_seeds` measures,
+    so the schemes can be ranked under either setup.""",
+    EMBEDDING_CONTROLS,
+    **_EXTRAPOLATION,
+)
 
 
-def sliding_seeds(
-    seeds=(0, 1, 2),
-    *,
-    names=("alibi", "rope", "t5"),
-    lengths=(64, 128, 256, 512),
-    tokens: int = 65536,
-    steps: int | None = None,
-    log=None,
-) -> dict:
-    r"""Chapter 04's sliding-window perplexity (:func:`pecourse.experiments.effective_context`)
-    over training seeds: each text recipe trained with a seed (seed 0 is the shipped
-    checkpoint), every model scored on the same ``tokens`` validation characters with
-    sliding windows of each length (stride ``L/4``), a bootstrap interval over windows.
-    ``steps`` and ``log`` as in :func:`extrapolation_seeds`.
-    """
-    from .evaluate import perplexity_interval, window_losses
-    from .train import RECIPES
+def _sliding(s: dict):
+    return lambda model, name: {"sliding": _perplexities(s, model, mode="sliding")}
 
-    seeds = _check_seeds(seeds)
-    names = [check_choice("names[]", n, tuple(RECIPES)) for n in names]
-    lengths = [check_int("lengths[]", n, minimum=2) for n in lengths]
-    tokens = check_int("tokens", tokens, minimum=max(lengths))
-    if steps is not None:
-        steps = check_int("steps", steps, minimum=1)
 
+sliding_seeds = Study(
+    "sliding_seeds",
+    r"""Chapter 04's sliding-window perplexity of the ALiBi, RoPE and T5 text models at three
+    seeds: the same validation characters, sliding windows of each length at stride ``L/4``.""",
+    ("alibi", "rope", "t5"),
+    _sliding,
+    {"lengths": (64, 128, 256, 512), "tokens": 65536},
+    {"mode": "sliding, stride L/4", **_TEXT},
+)
+
+
+def _context(s: dict):
     def measure(model, name):
-        return {
-            "sliding": {
-                str(n): perplexity_interval(window_losses(model, n, tokens=tokens, mode="sliding"))
-                for n in lengths
-            }
-        }
+        from .evaluate import context_losses, context_used
 
-    key = {"study": "sliding_seeds", "lengths": lengths, "tokens": tokens, "steps": steps}
-    runs = _seeded_runs(names, seeds, steps=steps, key=key, log=log, measure=measure)
-    summary = {}
-    for name in names:
-        mine = [r for r in runs if r["model"] == name]
-        summary[name] = {
-            str(n): _spread([r["sliding"][str(n)]["perplexity"] for r in mine]) for n in lengths
-        }
-    return {
-        "name": "sliding_seeds",
-        "protocol": {
-            **_seeded_protocol(names, steps),
-            "mode": "sliding, stride L/4",
-            "lengths": lengths,
-            "eval_tokens": tokens,
-            "split": "validation, the first eval_tokens characters (the same for every model)",
-            "interval": "95% percentile bootstrap over windows, 2000 resamples",
-        },
-        "eval_tokens": tokens,
-        **_seed_facts(runs),
-        "summary": summary,
-    }
+        n = model.config.train_len
+        return {"train_len": n, **context_used(context_losses(model, n, tokens=s["tokens"]))}
+
+    return measure
 
 
-# --- every text claim: how much context do the text models use? ---------------------------
-
-#: The text models whose context use :func:`context_use` measures: the 64-character regime
+#: The text models whose context use :data:`context_use` measures: the 64-character regime
 #: most chapters' text claims were first made on, and the long-window regime.
 CONTEXT_MODELS = ("rope", "alibi", "rope_long")
 
+context_use = Study(
+    "context_use",
+    r"""How much context each text regime's models use (after Khandelwal et al. 2018, ACL,
+    arXiv:1805.04623: the same predictions with their context cut): for ``c = 1, 2, 4, …``
+    up to half the training length, the loss of the same characters seen with ``c`` to
+    ``2c - 1`` characters of context, and the largest ``c`` that still helps beyond its
+    interval (:func:`pecourse.evaluate.context_used`).""",
+    CONTEXT_MODELS,
+    _context,
+    {"tokens": 65536},
+    {"mode": _CONTEXT},
+)
 
-def context_use(
-    seeds=(0, 1, 2),
-    *,
-    names=CONTEXT_MODELS,
-    tokens: int = 65536,
-    steps: int | None = None,
-    log=None,
-) -> dict:
-    r"""How much of its window each text model uses, at its training length, over seeds.
-
-    Every recipe of ``names`` is trained with each seed (seed 0 is the shipped checkpoint);
-    the same ``tokens`` validation characters are scored with doubling amounts of context up
-    to the model's own training length (:func:`pecourse.evaluate.context_losses`), and
-    :func:`pecourse.evaluate.context_used` reads off the farthest doubling whose gain lies
-    beyond its bootstrap interval. A claim that a model reads text ``n`` characters back
-    stands only on a model whose ``context_used`` reaches ``n`` at every seed (the summary's
-    ``min``). ``steps`` and ``log`` as in :func:`extrapolation_seeds`.
-    """
-    from .evaluate import context_losses, context_used
-    from .train import RECIPES
-
-    seeds = _check_seeds(seeds)
-    names = [check_choice("names[]", n, tuple(RECIPES)) for n in names]
-    tokens = check_int("tokens", tokens, minimum=2)
-    if steps is not None:
-        steps = check_int("steps", steps, minimum=1)
-
-    def measure(model, name):
-        n = model.config.train_len
-        return {"train_len": n, **context_used(context_losses(model, n, tokens=tokens))}
-
-    key = {"study": "context_use", "tokens": tokens, "steps": steps}
-    runs = _seeded_runs(names, seeds, steps=steps, key=key, log=log, measure=measure)
-    summary = {}
-    for name in names:
-        mine = [r for r in runs if r["model"] == name]
-        summary[name] = {
-            "context_used": _spread([r["context_used"] for r in mine]),
-            "gain": {c: _spread([r["gain"][c]["loss"] for r in mine]) for c in mine[0]["gain"]},
-        }
-    return {
-        "name": "context_use",
-        "protocol": {
-            "models": names,
-            "model": {n: RECIPES[n]["model"] for n in names},
-            "train": {
-                n: {**RECIPES[n]["train"], **({"steps": steps} if steps else {})} for n in names
-            },
-            "seed_0": "the shipped checkpoint (same recipe and seed); other seeds trained here",
-            "mode": (
-                "the same eval_tokens characters scored with c to 2c-1 characters of context "
-                "(sliding windows of 2c every c), c = 1, 2, 4, ... up to half the training length"
-            ),
-            "eval_tokens": tokens,
-            "context_used": (
-                "the largest c whose gain (loss with c/2..c-1 characters minus loss with "
-                "c..2c-1, same characters) has its interval above zero; percentile bootstrap "
-                "over blocks of 256 consecutive characters, 2000 resamples"
-            ),
-        },
-        "eval_tokens": tokens,
-        **_seed_facts(runs),
-        "summary": summary,
-        "context_used": {n: summary[n]["context_used"]["per_seed"] for n in names},
-    }
-
-
-# --- chapters 04 and 16: passkey retrieval, scheme vs scheme, three seeds ---------------------
 
 #: Needle distances of chapter 04 (sequences of distance + key + 8 characters) and of
-#: chapter 16 (sequences of the training length, 64).
+#: chapter 16 (inside the 64-character training window).
 RETRIEVAL_DISTANCES = (8, 16, 32, 48, 96, 192, 384)
 SHORT_DISTANCES = (8, 16, 24, 32, 40, 48, 56)
 
 
-def retrieval_seeds(
-    seeds=(0, 1, 2),
-    *,
-    names=("rope_passkey", "alibi_passkey", "t5_passkey", "rope_base_low_passkey"),
-    distances=RETRIEVAL_DISTANCES,
-    short_distances=SHORT_DISTANCES,
-    samples: int = 256,
-    steps: int | None = None,
-    log=None,
-) -> dict:
-    r"""Passkey retrieval by distance of the ``*_passkey`` models (chapters 04 and 16) per seed.
-
-    Each model is trained with its shipped recipe (passkeys alone, 2-digit keys, 64
-    characters; :data:`pecourse.train.RECIPES`), *its own budget included*: ``alibi_passkey``
-    trains 2,500 steps, the others 1,000 (the recording states it per run). Seed 0 is the
-    shipped checkpoint. Every model answers the same ``samples`` validation sequences per
-    distance (:func:`pecourse.evaluate.needle_outcomes`, fixed seed): for ``distances`` a
-    sequence of distance + key + 8 characters (chapter 04), for ``short_distances`` one of
-    the training length (chapter 16). Per distance: accuracy with a Wilson interval; per
-    run: the effective length (accuracy ≥ 0.5 at every distance up to it) with a bootstrap
-    interval over the samples. ``steps`` and ``log`` as in :func:`extrapolation_seeds`.
-    """
-    from .evaluate import effective_length_interval, needle_outcomes, retrieval
-    from .train import RECIPES
-
-    seeds = _check_seeds(seeds)
-    names = [check_choice("names[]", n, tuple(RECIPES)) for n in names]
-    for n in names:
-        if RECIPES[n]["train"]["data"] != "passkey":
-            raise ValueError(f"names must be passkey recipes (data='passkey'); {n!r} is not")
-    distances = [check_int("distances[]", d, minimum=1) for d in distances]
-    short_distances = [check_int("short_distances[]", d, minimum=1) for d in short_distances]
-    samples = check_int("samples", samples, minimum=1)
-    if steps is not None:
-        steps = check_int("steps", steps, minimum=1)
-
+def _retrieval(s: dict):
     def measure(model, name):
-        key_len = RECIPES[name]["train"]["task_options"]["key_len"]
+        from .evaluate import effective_length_interval, needle_outcomes, retrieval
+        from .train import recipe
+
+        key_len = recipe(name)["train"]["task_options"]["key_len"]
         out = {}
         for label, ds, length in (
-            ("retrieval", distances, None),
-            ("short", short_distances, model.config.train_len),
+            ("retrieval", s["distances"], None),
+            ("short", s["short_distances"], model.config.train_len),
         ):
-            if not ds:
-                continue
-            got = needle_outcomes(model, ds, samples=samples, key_len=key_len, length=length)
+            got = needle_outcomes(model, ds, samples=s["samples"], key_len=key_len, length=length)
             out[label] = {str(d): v for d, v in retrieval(got).items()}
             out[f"{label}_effective"] = effective_length_interval(got)
         return out
 
-    key = {
-        "study": "retrieval_seeds",
-        "distances": distances,
-        "short_distances": short_distances,
-        "samples": samples,
-        "steps": steps,
-    }
-    runs = _seeded_runs(names, seeds, steps=steps, key=key, log=log, measure=measure)
-    summary = {}
-    for name in names:
-        mine = [r for r in runs if r["model"] == name]
-        summary[name] = {"train_steps": mine[0]["train_steps"]}
-        for label, ds in (("retrieval", distances), ("short", short_distances)):
-            if ds:
-                summary[name][label] = {
-                    str(d): _spread([r[label][str(d)]["accuracy"] for r in mine]) for d in ds
-                }
-                summary[name][f"{label}_effective"] = [
-                    r[f"{label}_effective"]["effective"] for r in mine
-                ]
-    return {
-        "name": "retrieval_seeds",
-        "protocol": {
-            **_seeded_protocol(names, steps),
-            "budgets": "each recipe's own: alibi_passkey 2,500 steps, the others 1,000",
-            "distances": distances,
-            "retrieval_length": "distance + key length + 8",
-            "short_distances": short_distances,
-            "short_length": "the training length",
-            "retrieval_samples": samples,
-            "eval_seed": 1234,
-            "split": "validation text as filler",
-            "retrieval_interval": "95% Wilson score interval",
-            "effective_threshold": 0.5,
-            "effective_interval": "95% percentile bootstrap over retrieval samples (per "
-            "distance), 2000 resamples",
-        },
-        **_seed_facts(runs),
-        "summary": summary,
-    }
+    return measure
 
 
-# --- chapter 13: position augmentation, three seeds --------------------------------------------
+retrieval_seeds = Study(
+    "retrieval_seeds",
+    r"""Passkey retrieval by distance of the ``*_passkey`` models (chapters 04 and 16) at three
+    seeds, each with its recipe's own budget (``alibi_passkey`` 2,500 steps, the others 1,000).
+    Every model answers the same ``samples`` sequences per distance: distance + key + 8
+    characters for ``distances``, the training length for ``short_distances``. Per distance:
+    accuracy with a Wilson interval; per run: the effective length (accuracy ≥ 0.5 at every
+    distance up to it) with a bootstrap interval over the samples.""",
+    ("rope_passkey", "alibi_passkey", "t5_passkey", "rope_base_low_passkey"),
+    _retrieval,
+    {"distances": RETRIEVAL_DISTANCES, "short_distances": SHORT_DISTANCES, "samples": 256},
+    {
+        **_RETRIEVAL,
+        "retrieval_length": "distance + key length + 8",
+        "short_length": "the training length",
+        "effective_threshold": 0.5,
+        "effective_interval": "95% percentile bootstrap over retrieval samples (per distance), "
+        "2000 resamples",
+    },
+)
 
 
-def augmentation_seeds(
-    seeds=(0, 1, 2),
-    *,
-    names=("rope", "rope_randomized", "rope_pose"),
-    lengths=(64, 128, 256, 512),
-    tokens: int = 65536,
-    sliding=("rope", "rope_pose"),
-    steps: int | None = None,
-    log=None,
-) -> dict:
-    r"""The augmentation comparison of :func:`pecourse.experiments.augmentation` per seed.
-
-    Plain RoPE, randomized positions (Ruoss et al. 2023) and PoSE (Zhu et al. 2024), each
-    trained with its shipped recipe (800 steps on 64-character windows; the augmented ones
-    draw ids spanning 0..511) and a training seed; seed 0 is the shipped checkpoint. Every
-    model: non-overlapping perplexity with ids ``0..L-1``; ``rope_randomized`` also with
-    ids drawn as in training (a fresh sorted random subset of 0..511 per window, generator
-    seed ``L``, as the experiment does); the models in ``sliding`` also sliding-window
-    perplexity (stride ``L/4``). The same ``tokens`` validation characters for all, each
-    perplexity with a bootstrap interval over windows. ``steps``, ``log``: see
-    :func:`extrapolation_seeds`.
-    """
-    from .evaluate import perplexity_interval, window_losses
-    from .positions.augmentation import randomized_positions
-    from .train import RECIPES
-
-    seeds = _check_seeds(seeds)
-    names = [check_choice("names[]", n, tuple(RECIPES)) for n in names]
-    sliding = [check_choice("sliding[]", n, tuple(names)) for n in sliding]
-    lengths = [check_int("lengths[]", n, minimum=2) for n in lengths]
-    tokens = check_int("tokens", tokens, minimum=max(lengths))
-    if steps is not None:
-        steps = check_int("steps", steps, minimum=1)
-
-    def ppl(model, n, **kw):
-        return perplexity_interval(window_losses(model, n, tokens=tokens, **kw))
-
+def _augmentation(s: dict):
     def measure(model, name):
-        out = {str(n): ppl(model, n) for n in lengths}
-        if RECIPES[name]["train"].get("augment") == "randomized":
-            span = RECIPES[name]["train"]["augment_len"]
+        from .positions.augmentation import randomized_positions
+        from .train import recipe
+
+        out = _perplexities(s, model)
+        train = recipe(name)["train"]
+        if train.get("augment") == "randomized":  # also with ids drawn as in training
             out["random_ids"] = {}
-            for n in lengths:
+            for n in s["lengths"]:
                 g = torch.Generator().manual_seed(n)
-                ids = randomized_positions(n, span, generator=g, batch=tokens // n)
-                out["random_ids"][str(n)] = ppl(model, n, positions=ids)
-        if name in sliding:
-            out["sliding"] = {str(n): ppl(model, n, mode="sliding") for n in lengths}
+                ids = randomized_positions(
+                    n, train["augment_len"], generator=g, batch=s["tokens"] // n
+                )
+                out["random_ids"] |= _perplexities({**s, "lengths": [n]}, model, positions=ids)
+        if name in s["sliding"]:
+            out["sliding"] = _perplexities(s, model, mode="sliding")
         return out
 
-    key = {"study": "augmentation_seeds", "lengths": lengths, "tokens": tokens}
-    key.update(sliding=sliding, steps=steps)
-    runs = _seeded_runs(names, seeds, steps=steps, key=key, log=log, measure=measure)
-    summary = {}
-    for name in names:
-        mine = [r for r in runs if r["model"] == name]
-        summary[name] = {str(n): _spread([r[str(n)]["perplexity"] for r in mine]) for n in lengths}
-        for part in ("random_ids", "sliding"):
-            if part in mine[0]:
-                summary[name][part] = {
-                    str(n): _spread([r[part][str(n)]["perplexity"] for r in mine]) for n in lengths
-                }
-    return {
-        "name": "augmentation_seeds",
-        "protocol": {
-            **_seeded_protocol(names, steps),
-            "mode": "nonoverlapping with ids 0..L-1; sliding (stride L/4) for "
-            + ", ".join(sliding),
-            "random_ids": "a sorted random subset of 0..augment_len-1 per window, generator "
-            "seed = L (randomized models only)",
-            "lengths": lengths,
-            "eval_tokens": tokens,
-            "split": "validation, the first eval_tokens characters (the same for every model)",
-            "interval": "95% percentile bootstrap over windows, 2000 resamples",
-        },
-        "eval_tokens": tokens,
-        **_seed_facts(runs),
-        "summary": summary,
-    }
+    return measure
 
 
-# --- chapter 04: the depth x length grid and the multi-key variant, three seeds ----------------
+augmentation_seeds = Study(
+    "augmentation_seeds",
+    r"""Chapter 13's position augmentation at three seeds: plain RoPE, randomized positions
+    (Ruoss et al. 2023) and PoSE (Zhu et al. 2024), each with its shipped recipe (64-character
+    windows whose ids span 0..511 for the augmented ones). Every model: non-overlapping
+    perplexity with ids ``0..L-1``; ``rope_randomized`` also with ids drawn as in training (a
+    sorted random subset of 0..511 per window, generator seed ``L``); the models in
+    ``sliding`` also sliding-window perplexity (stride ``L/4``).""",
+    ("rope", "rope_randomized", "rope_pose"),
+    _augmentation,
+    {"lengths": (64, 128, 256, 512), "tokens": 65536, "sliding": ("rope", "rope_pose")},
+    {"mode": "nonoverlapping with ids 0..L-1, sliding (stride L/4) where listed", **_TEXT},
+)
 
 
-def needle_seeds(
-    seeds=(0, 1, 2),
-    *,
-    names=("alibi_passkey", "rope_passkey", "t5_passkey"),
-    lengths=(64, 128, 256, 512),
-    distances=(16, 48, 96, 192, 384),
-    keys=(1, 2, 4, 8),
-    multikey_distances=(16, 48, 96, 192),
-    samples: int = 256,
-    steps: int | None = None,
-    log=None,
-) -> dict:
-    r"""Chapter 04's needle grid and multi-key retrieval per training seed.
+def _needles(s: dict):
+    def measure(model, name):
+        from .experiments import multikey_cells, needle_grid_cells
+        from .train import recipe
 
-    Each passkey model is trained with its shipped recipe and a training seed (its own
-    budget: ``alibi_passkey`` 2,500 steps, the others 1,000); seed 0 is the shipped
-    checkpoint. Every model is measured exactly as :func:`pecourse.experiments.needle_grid`
-    (accuracy on a grid of sequence length × needle distance) and
-    :func:`pecourse.experiments.multikey` (``keys`` needles, the target at each of
-    ``multikey_distances``, split by whether it is the first or the nearest needle) measure
-    the shipped ones, ``samples`` sequences per cell with Wilson intervals. ``steps`` and
-    ``log`` as in :func:`extrapolation_seeds`.
-    """
-    from .experiments import multikey_cells, needle_grid_cells
-    from .train import RECIPES
+        key_len = recipe(name)["train"]["task_options"]["key_len"]
+        grid = needle_grid_cells(
+            model, s["lengths"], s["distances"], key_len=key_len, samples=s["samples"]
+        )
+        keys, distances = s["keys"], s["multikey_distances"]
+        return {"grid": grid, **multikey_cells(model, keys, distances, samples=s["samples"])}
 
-    seeds = _check_seeds(seeds)
-    names = [check_choice("names[]", n, tuple(RECIPES)) for n in names]
-    for n in names:
-        if RECIPES[n]["train"]["data"] != "passkey":
-            raise ValueError(f"names must be passkey recipes (data='passkey'); {n!r} is not")
-    lengths = [check_int("lengths[]", n, minimum=2) for n in lengths]
-    distances = [check_int("distances[]", d, minimum=1) for d in distances]
-    keys = [check_int("keys[]", k, minimum=1, maximum=10) for k in keys]
-    multikey_distances = [
-        check_int("multikey_distances[]", d, minimum=1) for d in multikey_distances
-    ]
-    samples = check_int("samples", samples, minimum=1)
-    if steps is not None:
-        steps = check_int("steps", steps, minimum=1)
+    return measure
 
-    def measure(model, name):  # a model trained here has no checkpoint to read its key length from
-        key_len = RECIPES[name]["train"]["task_options"]["key_len"]
-        grid = needle_grid_cells(model, lengths, distances, key_len=key_len, samples=samples)
-        return {"grid": grid, **multikey_cells(model, keys, multikey_distances, samples=samples)}
 
-    key = {"study": "needle_seeds", "lengths": lengths, "distances": distances, "keys": keys}
-    key.update(multikey_distances=multikey_distances, samples=samples, steps=steps)
-    runs = _seeded_runs(names, seeds, steps=steps, key=key, log=log, measure=measure)
-    summary = {}
-    for name in names:
-        mine = [r for r in runs if r["model"] == name]
-        summary[name] = {
-            "grid": {
-                f"{n}/{d}": _spread([r["grid"][str(n)][str(d)]["accuracy"] for r in mine])
-                for n in lengths
-                for d in distances
-                if str(d) in mine[0]["grid"][str(n)]
-            },
-            "multikey": {
-                f"{k}/{d}": _spread([r["accuracy"][str(k)][str(d)]["accuracy"] for r in mine])
-                for k in keys
-                for d in multikey_distances
-            },
+needle_seeds = Study(
+    "needle_seeds",
+    r"""Chapter 04's needle grid and multi-key retrieval at three seeds of each passkey model:
+    accuracy on a grid of sequence length × needle distance (where the needle fits), and with
+    ``keys`` needles the target at each of ``multikey_distances``, also split by whether it is
+    the first or the nearest needle; ``samples`` sequences per cell, Wilson intervals.""",
+    ("alibi_passkey", "rope_passkey", "t5_passkey"),
+    _needles,
+    {
+        "lengths": (64, 128, 256, 512),
+        "distances": (16, 48, 96, 192, 384),
+        "keys": (1, 2, 4, 8),
+        "multikey_distances": (16, 48, 96, 192),
+        "samples": 256,
+    },
+    {**_RETRIEVAL, "multikey": "length max(64, distance + 16)"},
+)
+
+
+#: The model of the shipped passkey checkpoints (``rope_passkey``) and its needle distances.
+PASSKEY_MODEL = dict(d_model=64, n_layers=4, n_heads=4, train_len=64)
+PASSKEY_DISTANCES = (4, 8, 12, 16, 24, 32, 48, 60)
+#: The arms of :data:`windowed_passkey`: each a continuation of ``rope_passkey``.
+WINDOWED_ARMS = ("rope_passkey_swa", "rope_passkey_swa_nope", "rope_passkey_swa_rope")
+
+
+def _windowed(s: dict):
+    from .evaluate import needle_outcomes, retrieval
+    from .train import recipe
+
+    def score(model):
+        key_len = recipe("rope_passkey")["train"]["task_options"]["key_len"]
+        got = needle_outcomes(
+            model, s["distances"], length=64, samples=s["samples"], key_len=key_len
+        )
+        return {str(d): {k: c[k] for k in ("accuracy", "ci95")} for d, c in retrieval(got).items()}
+
+    def measure(model, name):
+        out = {"by_distance": score(model)}
+        if name == "rope_passkey":  # the base's weights in each arm's layout, not yet trained
+            out["step0"] = {}
+            for arm in WINDOWED_ARMS:
+                windowed = TinyGPT(ModelConfig(**recipe(arm)["model"])).eval()
+                windowed.load_state_dict(model.state_dict())
+                out["step0"][arm] = score(windowed)
+        return out
+
+    return measure
+
+
+windowed_passkey = Study(
+    "windowed_passkey",
+    r"""Chapter 11: windowed RoPE layers with a global NoPE layer, with a global RoPE layer,
+    and with none.
+
+    For each seed the passkey model ``rope_passkey`` (full-attention RoPE, 1000 steps
+    retrieving 2-digit keys from 64 characters; seed 0 the shipped checkpoint) is continued on
+    its task for its own budget in three arms (:data:`WINDOWED_ARMS`): ``swa`` restricts all
+    four RoPE layers to 8-key sliding windows (together they relay at most 4·7 = 28 tokens
+    back); ``swa_nope`` windows layers 0–2 and makes layer 3 a global NoPE layer (Command A's
+    layout); ``swa_rope`` keeps layer 3 a global RoPE layer — the control that tells a global
+    NoPE layer from any global layer. Each base is also scored in each arm's layout before
+    continuing (``step0``). Scores: accuracy at each needle distance on ``samples`` fixed
+    sequences of 64, with a Wilson interval.""",
+    ("rope_passkey", *WINDOWED_ARMS),
+    _windowed,
+    {"distances": PASSKEY_DISTANCES, "samples": 256},
+    {
+        **_RETRIEVAL,
+        "task": "passkey retrieval, 2-digit keys, sequences of 64 characters",
+        "window": STUDY_RECIPES["rope_passkey_swa"]["model"]["position_options"]["swa_rope"][
+            "window"
+        ],
+    },
+)
+
+
+#: The counting models of :data:`counting_length_generalisation` (:mod:`pecourse.train`).
+COUNTING_MODELS = (
+    "nope_counting",
+    "rope_counting",
+    "alibi_counting",
+    "nope_counting_long",
+    "rope_counting_long",
+)
+
+
+def _counting(s: dict):
+    def measure(model, name):
+        return {
+            f"length_{n}": _score(per_sample_accuracy(model, "counting", n, samples=s["samples"]))
+            for n in s["lengths"]
         }
-    return {
-        "name": "needle_seeds",
-        "protocol": {
-            **_seeded_protocol(names, steps),
-            "budgets": "each recipe's own: alibi_passkey 2,500 steps, the others 1,000",
-            "lengths": lengths,
-            "distances": distances,
-            "grid": "pecourse.experiments.needle_grid's cells: a distance where the needle fits",
-            "keys": keys,
-            "multikey_distances": multikey_distances,
-            "multikey": "pecourse.experiments.multikey's cells (length max(64, distance + 16))",
-            "retrieval_samples": samples,
-            "retrieval_interval": "95% Wilson score interval",
-            "summary_keys": "grid 'length/distance', multikey 'needles/distance'",
-        },
-        **_seed_facts(runs),
-        "summary": summary,
-    }
+
+    return measure
 
 
-# --- chapters 13 and 14: extending the context of a RoPE model, three seeds --------------------
+def _learned_ranking(recording: dict, s: dict) -> dict:
+    """Which models learned the task at the training length (accuracy ≥ ``learned_at`` at every
+    seed), and those models ranked at the longest length: a model that never learned the task
+    says nothing about generalising it."""
+    summary, train_len = recording["summary"], recording["protocol"]["model"]["train_len"]
+    learned = {m: summary[m][f"length_{train_len}"]["min"] >= s["learned_at"] for m in summary}
+    top = f"length_{max(s['lengths'])}"
+    ranked = sorted((m for m in summary if learned[m]), key=lambda m: -summary[m][top]["mean"])
+    return {"ranking": {"at": max(s["lengths"]), "learned": learned, "learned_models": ranked}}
+
+
+counting_length_generalisation = Study(
+    "counting_length_generalisation",
+    r"""Train short, test long on counting, in the manner of Kazemnejad et al. 2023
+    (arXiv:2305.19466): each recipe (4 layers, ``d = 64``, sequences of 64, 600 steps — 2,400
+    for the ``*_long`` ones —, loss on the answers only; seed 0 of ``rope_counting`` is the
+    shipped checkpoint) tested on sequences of every length: the same stream of ``+``, ``*``
+    and letters, only longer. Scores: answer accuracy per sequence with a bootstrap interval
+    over ``samples`` sequences; the ranking at the longest length is among the models that
+    learned the task at the training length only.""",
+    COUNTING_MODELS,
+    _counting,
+    {"lengths": (64, 128, 256), "samples": 256, "learned_at": 0.9},
+    {
+        "task": "counting ('+' since the last '*', asked after '='; counts stay below 10)",
+        "eval_seed": 4321,
+        "interval": "95% percentile bootstrap over evaluation sequences, 2000 resamples",
+    },
+    read=_learned_ranking,
+)
+
+
+# --- chapters 13 and 14: extending the context of a RoPE model ---------------------------------
 
 #: Training-free scalings of chapter 14 at the study's factor (YaRN with the betas of a 16-dim
 #: head, as :data:`pecourse.experiments.YARN_BETAS`).
 EXTENSION_SCALINGS = ("none", "PI", "NTK", "YaRN", "dynamic NTK")
 
 
-def _extension_measure(factor, lengths, tokens, distances, samples, train_len):
-    """What :func:`extension_seeds` and :func:`extension_controls` measure of one model: a
-    text model's perplexity at ``lengths`` (non-overlapping, and sliding with stride ``L/4``)
-    and its loss by band at the longest; a passkey model's accuracy by needle distance; a
-    base model (no ``init_from``) under each training-free scaling as well."""
+def _extension(s: dict):
+    """What the extension studies measure of one model: a text model's perplexity at
+    ``lengths`` (non-overlapping, and sliding with stride ``L/4``) and its loss by band at the
+    longest; a passkey model's accuracy by needle distance; a base model (no ``init_from``)
+    under each training-free scaling as well."""
     from . import evaluate as ev
     from .experiments import _bands, _scaled_variants
-    from .train import RECIPES
+    from .train import recipe
 
-    top = max(lengths)
-    bands = _bands(train_len, int(round(factor * train_len)), top)
+    train_len = recipe("rope")["model"]["train_len"]
+    top = max(s["lengths"])
+    bands = _bands(train_len, int(round(s["factor"] * train_len)), top)
 
     def text(model, slide: bool):
-        losses = {n: ev.window_losses(model, n, tokens=tokens) for n in lengths}
+        losses = {n: ev.window_losses(model, n, tokens=s["tokens"]) for n in s["lengths"]}
         out = {str(n): ev.perplexity_interval(x) for n, x in losses.items()}
         out["bands"] = ev.band_losses(losses[top], bands)
         if slide:
-            out["sliding"] = {
-                str(n): ev.perplexity_interval(
-                    ev.window_losses(model, n, tokens=tokens, mode="sliding")
-                )
-                for n in lengths
-            }
+            out["sliding"] = _perplexities(s, model, mode="sliding")
         return out
 
     def passkey(model, name):
-        key_len = RECIPES[name]["train"]["task_options"]["key_len"]
-        got = ev.needle_outcomes(model, distances, samples=samples, key_len=key_len)
+        key_len = recipe(name)["train"]["task_options"]["key_len"]
+        got = ev.needle_outcomes(model, s["distances"], samples=s["samples"], key_len=key_len)
         return {
             "retrieval": {str(d): v for d, v in ev.retrieval(got).items()},
             "effective": ev.effective_length_interval(got),
         }
 
     def measure(model, name):
-        base = not RECIPES[name]["train"].get("init_from")
-        if RECIPES[name]["train"]["data"] == "passkey":
-            if not base:
-                return passkey(model, name)
-            return {
-                "scaled": {k: passkey(m, name) for k, m in _scaled_variants(model, factor).items()}
-            }
-        if not base:
-            return text(model, slide=True)
-        return {
-            "scaled": {
-                k: text(m, slide=k == "none") for k, m in _scaled_variants(model, factor).items()
-            }
-        }
+        train = recipe(name)["train"]
+        scaled = {} if train.get("init_from") else _scaled_variants(model, s["factor"])
+        if train["data"] == "passkey":
+            return (
+                {"scaled": {k: passkey(m, name) for k, m in scaled.items()}}
+                if scaled
+                else passkey(model, name)
+            )
+        if scaled:
+            return {"scaled": {k: text(m, slide=k == "none") for k, m in scaled.items()}}
+        return text(model, slide=True)
 
     return measure
 
 
-def _extension_runs(
-    study, names, seeds, train_len, *, factor, lengths, tokens, distances, samples, steps, log
-):
-    """The runs of :func:`extension_seeds` or :func:`extension_controls` (``study``): its
-    settings checked, every (recipe, seed) trained or read and measured by
-    :func:`_extension_measure`, resumable from ``log`` under a key naming the study and its
-    settings. Returns ``(runs, settings)``, the settings in the order of the arguments."""
-    from ._validate import check_float
+def _by_label(runs, models, s) -> dict:
+    """Extension rows read by label: a fine-tune by its recipe, a base under each training-free
+    scaling as ``"<base> <scaling>"``; per label, perplexity at each length (``"<L>"``, and
+    ``"sliding <L>"``) or accuracy at each distance (``"d<D>"``) over seeds."""
+    summary = {}
+    for run in sorted(runs, key=lambda r: r["seed"]):
+        rows = (
+            {f"{run['model']} {k}": v for k, v in run["scaled"].items()}
+            if "scaled" in run
+            else {run["model"]: run}
+        )
+        for label, cells in rows.items():
+            entry = summary.setdefault(label, {})
+            if "retrieval" in cells:
+                for d in s["distances"]:
+                    entry.setdefault(f"d{d}", []).append(cells["retrieval"][str(d)]["accuracy"])
+                continue
+            for n in s["lengths"]:
+                entry.setdefault(str(n), []).append(cells[str(n)]["perplexity"])
+                if "sliding" in cells:
+                    entry.setdefault(f"sliding {n}", []).append(
+                        cells["sliding"][str(n)]["perplexity"]
+                    )
+    return {label: {k: _spread(v) for k, v in entry.items()} for label, entry in summary.items()}
 
-    lengths = [check_int("lengths[]", n, minimum=2) for n in lengths]
-    settings = {
-        "factor": check_float("factor", factor, minimum=1.0),
-        "lengths": lengths,
-        "tokens": check_int("tokens", tokens, minimum=max(lengths)),
-        "distances": [check_int("distances[]", d, minimum=1) for d in distances],
-        "samples": check_int("samples", samples, minimum=1),
-        "steps": None if steps is None else check_int("steps", steps, minimum=1),
-    }
-    measure = _extension_measure(
-        *(settings[k] for k in ("factor", "lengths", "tokens", "distances", "samples")), train_len
-    )
-    key = {"study": study, **settings}
-    runs = _seeded_runs(names, seeds, steps=settings["steps"], key=key, log=log, measure=measure)
-    return runs, settings
+
+def _extension_protocol(recording: dict, s: dict) -> dict:
+    """The extended window and YaRN's betas, which the chapters read from the protocol."""
+    from .experiments import YARN_BETAS
+    from .train import recipe
+
+    train_len = recipe("rope")["model"]["train_len"]
+    extended = int(round(s["factor"] * train_len))
+    return {"protocol": {**recording["protocol"], "extended_window": extended, "yarn": YARN_BETAS}}
 
 
-def extension_seeds(
-    seeds=(0, 1, 2),
-    *,
-    names=(
+_EXTENSION = dict(
+    measure=_extension,
+    read=_extension_protocol,
+    settings={
+        "factor": 4.0,
+        "lengths": (64, 128, 256, 512),
+        "tokens": 65536,
+        "distances": (48, 96, 192, 384),
+        "samples": 256,
+    },
+    protocol={
+        "mode": "nonoverlapping; sliding (stride L/4) for the unscaled base and every fine-tune",
+        **_TEXT,
+        **_RETRIEVAL,
+        "scalings": list(EXTENSION_SCALINGS),
+        "retrieval_length": "distance + key length + 8",
+        "base": "each seed's own base model (seed 0: the shipped checkpoint)",
+        "budgets": "each fine-tune 100 steps from its seed's base; characters per step: "
+        "4 x 256 on 256-character windows, 16 x 64 on 64-character ones; 16 keys per passkey step",
+    },
+    summary=_by_label,
+)
+
+extension_seeds = Study(
+    "extension_seeds",
+    r"""Context extension of a RoPE model trained at 64, per seed of the base (chapters 13, 14).
+
+    For each seed: the base models (``rope`` on text, ``rope_passkey`` on passkeys), then
+    continued from *that seed's* base with position interpolation (Chen et al. 2023) and YaRN
+    (Peng et al. 2023) on windows of ``factor × 64``, and PoSE with PI as Zhu et al. (2024)
+    publish it, on 64-character windows whose ids are skipped over ``factor × 64``. Every text
+    model: non-overlapping perplexity, loss by position band at the longest length, and
+    sliding-window perplexity; every passkey model: accuracy by needle distance; each base
+    also under the training-free scalings of :data:`EXTENSION_SCALINGS`.""",
+    (
         "rope",
         "rope_pi_finetune",
         "rope_yarn_finetune",
@@ -1677,108 +1530,10 @@ def extension_seeds(
         "rope_passkey_pi_finetune",
         "rope_passkey_pose_pi_finetune",
     ),
-    factor: float = 4.0,
-    lengths=(64, 128, 256, 512),
-    tokens: int = 65536,
-    distances=(48, 96, 192, 384),
-    samples: int = 256,
-    steps: int | None = None,
-    log=None,
-) -> dict:
-    r"""Context extension of a RoPE model trained at 64, per training seed (chapters 13, 14).
+    **_EXTENSION,
+)
 
-    For each seed: the base models (``rope`` on text, ``rope_passkey`` on passkeys) trained
-    with their shipped recipes, then continued from *that seed's* base with each fine-tune
-    recipe of ``names`` (:data:`pecourse.train.RECIPES`): position interpolation (Chen et
-    al. 2023) and YaRN (Peng et al. 2023) on windows of ``factor × 64``, and PoSE with PI as
-    Zhu et al. (2024) publish it, on 64-character windows whose ids are skipped over
-    ``factor × 64``. Seed 0 is the shipped checkpoints. Every text model: non-overlapping
-    perplexity at ``lengths`` on the same ``tokens`` validation characters, the loss by
-    position band at the longest length (before 64, to the extended window, beyond it),
-    and sliding-window perplexity (stride ``L/4``); the base text model also under the
-    training-free scalings of :data:`EXTENSION_SCALINGS` (non-overlapping). Every passkey
-    model: accuracy by needle distance (``samples`` sequences each, Wilson intervals); the
-    base passkey model also under each training-free scaling. ``steps`` overrides every
-    trained run's budget (tests); ``log``: see :func:`_seeded_runs`.
-    """
-    from .experiments import YARN_BETAS
-    from .train import RECIPES
-
-    seeds = _check_seeds(seeds)
-    names = [check_choice("names[]", n, tuple(RECIPES)) for n in names]
-    for n in names:  # a fine-tune needs its parent earlier in the list (trained first)
-        parent = RECIPES[n]["train"].get("init_from")
-        if parent and parent not in names[: names.index(n)]:
-            raise ValueError(f"names must list {parent!r} before {n!r}, which continues it")
-    train_len = RECIPES[names[0]]["model"]["train_len"]
-    runs, settings = _extension_runs(
-        "extension_seeds",
-        names,
-        seeds,
-        train_len,
-        factor=factor,
-        lengths=lengths,
-        tokens=tokens,
-        distances=distances,
-        samples=samples,
-        steps=steps,
-        log=log,
-    )
-    factor, lengths, tokens, distances, samples, steps = settings.values()
-    extended = int(round(factor * train_len))
-    top = max(lengths)
-
-    def rows(run):  # the run as {row label: measurements}: a base run has one row per scaling
-        if "scaled" in run:
-            return {f"{run['model']} {k}": v for k, v in run["scaled"].items()}
-        return {run["model"]: run}
-
-    summary = {}
-    for s in sorted(seeds):
-        for run in (r for r in runs if r["seed"] == s):
-            for label, cells in rows(run).items():
-                entry = summary.setdefault(label, {})
-                if "retrieval" in cells:
-                    for d in distances:
-                        entry.setdefault(f"d{d}", []).append(cells["retrieval"][str(d)]["accuracy"])
-                else:
-                    for n in lengths:
-                        entry.setdefault(str(n), []).append(cells[str(n)]["perplexity"])
-                    for n in lengths if "sliding" in cells else ():
-                        entry.setdefault(f"sliding {n}", []).append(
-                            cells["sliding"][str(n)]["perplexity"]
-                        )
-    summary = {label: {k: _spread(v) for k, v in entry.items()} for label, entry in summary.items()}
-    return {
-        "name": "extension_seeds",
-        "protocol": {
-            **_seeded_protocol(names, steps),
-            "factor": factor,
-            "train_len": train_len,
-            "extended_window": extended,
-            "scalings": list(EXTENSION_SCALINGS),
-            "yarn": YARN_BETAS,
-            "lengths": lengths,
-            "eval_tokens": tokens,
-            "mode": "nonoverlapping; sliding (stride L/4) for the unscaled base and every fine-tune",
-            "bands_at": top,
-            "split": "validation, the first eval_tokens characters (the same for every model)",
-            "interval": "95% percentile bootstrap over windows, 2000 resamples",
-            "distances": distances,
-            "retrieval_length": "distance + key length + 8",
-            "retrieval_samples": samples,
-            "retrieval_interval": "95% Wilson score interval",
-            "budgets": "each fine-tune 100 steps from its seed's base; characters per step: "
-            "rope_pi_finetune, rope_yarn_finetune 4 x 256, rope_pose_pi_finetune 16 x 64; "
-            "keys per step: 16 for both passkey fine-tunes",
-        },
-        "eval_tokens": tokens,
-        **_seed_facts(runs),
-        "summary": summary,
-    }
-
-
-#: Each control of :func:`extension_controls` and the recipe it is the control of.
+#: Each control of :data:`extension_controls` and the recipe it is the control of.
 EXTENSION_CONTROLS = {
     "rope_finetune": "rope_pi_finetune",
     "rope_pi_finetune_64": "rope_pose_pi_finetune",
@@ -1786,81 +1541,17 @@ EXTENSION_CONTROLS = {
     "rope_passkey_pi_finetune_64": "rope_passkey_pose_pi_finetune",
 }
 
-
-def extension_controls(
-    seeds=(0, 1, 2),
-    *,
-    names=tuple(EXTENSION_CONTROLS),
-    factor: float = 4.0,
-    lengths=(64, 128, 256, 512),
-    tokens: int = 65536,
-    distances=(48, 96, 192, 384),
-    samples: int = 256,
-    steps: int | None = None,
-    log=None,
-) -> dict:
-    r"""The controls of chapter 13's and 14's extension recipes, per seed of the base model.
-
-    Each control continues the same seed's base model (``rope`` or ``rope_passkey``, seed 0
-    the shipped checkpoint) with one thing of the recipe it controls taken away
+extension_controls = Study(
+    "extension_controls",
+    r"""The controls of chapter 13's and 14's extension recipes, per seed of the base model:
+    each continues the same seed's base with one thing of the recipe it controls taken away
     (:data:`EXTENSION_CONTROLS`): a fine-tune on 256-character windows with no RoPE scaling
-    (the baseline of Chen et al. 2023 for PI + fine-tune), and PI on 64-character windows
-    with plain ids (for PoSE + PI: the same windows and budget without the skipped ids).
-    Each is measured as :func:`extension_seeds` measures the recipe it controls, on the same
-    text and samples, so the two recordings' rows compare seed by seed. ``steps`` and
-    ``log`` as in :func:`extrapolation_seeds`.
-    """
-    from .train import RECIPES
-
-    seeds = _check_seeds(seeds)
-    names = [check_choice("names[]", n, tuple(EXTENSION_CONTROLS)) for n in names]
-    runs, settings = _extension_runs(
-        "extension_controls",
-        names,
-        seeds,
-        RECIPES["rope"]["model"]["train_len"],
-        factor=factor,
-        lengths=lengths,
-        tokens=tokens,
-        distances=distances,
-        samples=samples,
-        steps=steps,
-        log=log,
-    )
-    factor, lengths, tokens, distances, samples, steps = settings.values()
-    summary = {}
-    for name in names:
-        mine = [r for r in runs if r["model"] == name]
-        if "retrieval" in mine[0]:
-            cells = {f"d{d}": [r["retrieval"][str(d)]["accuracy"] for r in mine] for d in distances}
-        else:
-            cells = {str(n): [r[str(n)]["perplexity"] for r in mine] for n in lengths}
-            cells |= {
-                f"sliding {n}": [r["sliding"][str(n)]["perplexity"] for r in mine] for n in lengths
-            }
-        summary[name] = {k: _spread(v) for k, v in cells.items()}
-    return {
-        "name": "extension_controls",
-        "protocol": {
-            "models": names,
-            "controls": {n: EXTENSION_CONTROLS[n] for n in names},
-            "model": {n: RECIPES[n]["model"] for n in names},
-            "train": {
-                n: {**RECIPES[n]["train"], **({"steps": steps} if steps else {})} for n in names
-            },
-            "base": "each seed's own base model (seed 0: the shipped checkpoint)",
-            "factor": factor,
-            "lengths": lengths,
-            "eval_tokens": tokens,
-            "mode": "nonoverlapping and sliding (stride L/4), as extension_seeds",
-            "distances": distances,
-            "retrieval_length": "distance + key length + 8",
-            "retrieval_samples": samples,
-        },
-        "eval_tokens": tokens,
-        **_seed_facts(runs),
-        "summary": summary,
-    }
+    (the baseline of Chen et al. 2023 for PI + fine-tune), and PI on 64-character windows with
+    plain ids (for PoSE + PI: the same windows and budget without the skipped ids). Measured
+    as :data:`extension_seeds` measures the recipe it controls.""",
+    tuple(EXTENSION_CONTROLS),
+    **{**_EXTENSION, "protocol": {**_EXTENSION["protocol"], "controls": EXTENSION_CONTROLS}},
+)
 
 
 # --- recordings -------------------------------------------------------------------------------

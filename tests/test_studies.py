@@ -159,6 +159,8 @@ def test_studies_refuse_bad_arguments():
 
 
 def _defaults(fn) -> dict:
+    if isinstance(fn, studies.Study):  # a declared study: its seeds, models and settings
+        return {"seeds": (0, 1, 2), "names": fn.models, **fn.settings}
     return {
         k: p.default
         for k, p in inspect.signature(fn).parameters.items()
@@ -218,15 +220,11 @@ def test_windowed_passkey_recording():
     assert rec["protocol"]["distances"] == list(studies.PASSKEY_DISTANCES)
     runs = _runs_by(rec)
     assert set(runs) == {(m, s) for m in rec["protocol"]["models"] for s in rec["seeds"]}
-    for name in rec["protocol"]["models"]:
-        for d, spread in rec["summary"][name].items():
-            got = [runs[name, s]["by_distance"][d]["accuracy"] for s in rec["seeds"]]
-            assert spread["per_seed"] == got
     for arm in studies.WINDOWED_ARMS:  # before continuing: the base's weights in the arm's plan
-        for d, spread in rec["summary"][f"{arm} step0"].items():
+        for d, spread in rec["summary"]["rope_passkey"]["step0"][arm].items():
             got = [runs["rope_passkey", s]["step0"][arm][d]["accuracy"] for s in rec["seeds"]]
             assert spread["per_seed"] == got
-    samples = rec["protocol"]["eval_samples"]
+    samples = rec["protocol"]["samples"]
     for r in rec["rows"]:
         for scores in [r["by_distance"], *r.get("step0", {}).values()]:
             for v in scores.values():
@@ -241,7 +239,7 @@ def test_windowed_passkey_arms_continue_their_seeds_base(tmp_path):
     out = studies.windowed_passkey(
         seeds=(1,), steps=2, samples=8, distances=(4, 16), log=tmp_path / "log.jsonl"
     )
-    kept = tmp_path / "log-weights"
+    kept = tmp_path / "weights"
     for arm in studies.WINDOWED_ARMS:
         info = load_checkpoint(kept / f"{arm}-seed1-steps2").checkpoint
         assert info["train"]["init_from"] == str(kept / "rope_passkey-seed1-steps2")
@@ -254,14 +252,11 @@ def test_counting_and_anchor_recordings():
     assert counting["seeds"] == list(_defaults(studies.counting_length_generalisation)["seeds"])
     runs = _runs_by(counting)
     learned_at = _defaults(studies.counting_length_generalisation)["learned_at"]
-    for name in counting["protocol"]["models"]:
-        by_length = dict(counting["summary"][name])
-        learned = by_length.pop("learned")
-        for key, spread in by_length.items():
-            assert spread["per_seed"] == [runs[name, s][key]["mean"] for s in counting["seeds"]]
-        assert learned == (by_length["length_64"]["min"] >= learned_at)
     ranking = counting["ranking"]  # only models that learned the task at 64 are ranked
-    assert all(counting["summary"][n]["learned"] for n in ranking["learned_models"])
+    for name in counting["protocol"]["models"]:
+        at_64 = [runs[name, s]["length_64"]["mean"] for s in counting["seeds"]]
+        assert ranking["learned"][name] == (min(at_64) >= learned_at)
+    assert all(ranking["learned"][n] for n in ranking["learned_models"])
     top = [
         counting["summary"][n][f"length_{ranking['at']}"]["mean"] for n in ranking["learned_models"]
     ]
@@ -321,7 +316,7 @@ def test_cope_counting_recording_recomputes():
 
 def test_extrapolation_seeds_runs_on_a_tiny_budget_and_resumes_from_its_log(tmp_path, monkeypatch):
     log = tmp_path / "runs.jsonl"
-    kw = dict(names=("learned", "alibi"), lengths=(32, 64, 128), tokens=512, steps=1, log=log)
+    kw = dict(models=("learned", "alibi"), lengths=(32, 64, 128), tokens=512, steps=1, log=log)
     out = studies.extrapolation_seeds(seeds=(2, 1), **kw)
     assert out["seeds"] == [1, 2] and out["checkpoints"] == {}  # nothing shipped was read
     assert [(r["model"], r["seed"]) for r in out["rows"]] == [
@@ -335,7 +330,12 @@ def test_extrapolation_seeds_runs_on_a_tiny_budget_and_resumes_from_its_log(tmp_
     assert out["context_used"] == {
         m: [r["context_used"] for r in out["rows"] if r["model"] == m] for m in ("learned", "alibi")
     }
-    assert set(out["summary"]["learned"]) == {"32", "64"}  # no ratio where a length is missing
+    assert set(out["summary"]["learned"]) == {
+        "32",
+        "64",
+        "context_used",
+        "context_gain",
+    }  # no ratio
     alibi = [r for r in out["rows"] if r["model"] == "alibi"]
     assert out["summary"]["alibi"]["ratio"]["per_seed"] == [
         round(r["128"]["perplexity"] / r["32"]["perplexity"], 4) for r in alibi
@@ -344,8 +344,8 @@ def test_extrapolation_seeds_runs_on_a_tiny_budget_and_resumes_from_its_log(tmp_
     # an interrupted call resumes from the log: nothing is trained again
     monkeypatch.setattr(studies, "_train_one", lambda *a: pytest.fail("retrained a logged run"))
     assert studies.extrapolation_seeds(seeds=(1, 2), **kw)["rows"] == out["rows"]
-    with pytest.raises(ValueError, match="names"):
-        studies.extrapolation_seeds(names=("rope_pose2",), steps=1)
+    with pytest.raises(ValueError, match="models"):
+        studies.extrapolation_seeds(models=("rope_pose2",), steps=1)
 
 
 def test_extrapolation_seeds_recording():
@@ -370,8 +370,9 @@ def test_extrapolation_seeds_recording():
                 assert cell == shipped[run["model"]][str(n)]
     for m in models:
         mine = sorted((r for r in rec["rows"] if r["model"] == m), key=lambda r: r["seed"])
-        for n, spread in rec["summary"][m].items():
-            if n != "ratio":
+        for n in map(str, rec["protocol"]["lengths"]):
+            if n in rec["summary"][m]:
+                spread = rec["summary"][m][n]
                 assert spread["per_seed"] == [round(r[n]["perplexity"], 4) for r in mine]
 
 
@@ -390,7 +391,7 @@ def test_retrieval_seeds_trains_each_recipe_with_its_own_budget_and_refuses_othe
     monkeypatch.setattr(studies, "_train_one", fake_train)
     out = studies.retrieval_seeds(
         seeds=(1,),
-        names=("rope_passkey", "alibi_passkey"),
+        models=("rope_passkey", "alibi_passkey"),
         distances=(8, 96),
         short_distances=(8,),
         samples=16,
@@ -398,13 +399,12 @@ def test_retrieval_seeds_trains_each_recipe_with_its_own_budget_and_refuses_othe
     )
     assert budgets == [("rope", 1000, 1), ("alibi", 2500, 1)]
     assert [r["train_steps"] for r in out["rows"]] == [1000, 2500]
-    assert out["summary"]["alibi_passkey"]["train_steps"] == 2500
     run = out["rows"][0]  # the shipped weights stood in: the recording's numbers at 16 samples
     kept = {r["model"]: r for r in recorded("effective_context")["rows"]}["rope"]["retrieval"]
     assert run["retrieval"]["8"]["trials"] == 16 and kept["8"]["trials"] == 256
     assert run["short"]["8"]["trials"] == 16 and set(run["retrieval"]) == {"8", "96"}
-    with pytest.raises(ValueError, match="passkey recipes"):
-        studies.retrieval_seeds(names=("rope",), steps=1)
+    with pytest.raises(ValueError, match="models"):
+        studies.retrieval_seeds(models=("rope",), steps=1)
     with pytest.raises(ValueError, match="seeds"):
         studies.retrieval_seeds(seeds=())
 
@@ -421,7 +421,7 @@ def test_retrieval_seeds_recording():
 
     rec = studies.load("retrieval_seeds")
     p = rec["protocol"]
-    assert len(rec["seeds"]) >= 3 and p["retrieval_samples"] >= 256
+    assert len(rec["seeds"]) >= 3 and p["samples"] >= 256
     runs = _runs_by(rec)
     assert set(runs) == {(m, s) for m in p["models"] for s in rec["seeds"]}
     for (m, s), run in runs.items():
@@ -432,7 +432,7 @@ def test_retrieval_seeds_recording():
             assert run[f"{part}_effective"]["effective"] == evaluate.effective_context_length(curve)
             for d in ds:
                 cell = run[part][str(d)]
-                assert cell["trials"] == p["retrieval_samples"]
+                assert cell["trials"] == p["samples"]
                 lo, hi = evaluate.wilson_interval(cell["successes"], cell["trials"])
                 assert cell["ci95"] == [round(lo, 4), round(hi, 4)]
     assert runs["alibi_passkey", 0]["train_steps"] == 2500
@@ -449,7 +449,7 @@ def test_retrieval_seeds_recording():
             per_seed = rec["summary"][m]["retrieval"][str(d)]["per_seed"]
             assert per_seed == [r["retrieval"][str(d)]["accuracy"] for r in mine]
         effective = [r["retrieval_effective"]["effective"] for r in mine]
-        assert rec["summary"][m]["retrieval_effective"] == effective
+        assert rec["summary"][m]["retrieval_effective"]["per_seed"] == effective
 
 
 def test_augmentation_seeds_recording():
@@ -471,7 +471,9 @@ def test_augmentation_seeds_recording():
             assert run["sliding"] == row["sliding"]
     plain = _runs_by(studies.load("extrapolation_seeds"))
     for s in rec["seeds"]:  # the same training run; the recordings were measured apart, so the
-        assert runs["rope", s]["loss_curve"] == plain["rope", s]["loss_curve"]  # bootstrap may round
+        assert (
+            runs["rope", s]["loss_curve"] == plain["rope", s]["loss_curve"]
+        )  # bootstrap may round
         for n in p["lengths"]:
             mine, theirs = runs["rope", s][str(n)], plain["rope", s][str(n)]
             assert mine["perplexity"] == pytest.approx(theirs["perplexity"], abs=2e-4)
@@ -506,8 +508,8 @@ def test_extension_seeds_continues_each_seeds_own_base_and_resumes(tmp_path, mon
         return train_one(model_kwargs, train_kwargs)
 
     monkeypatch.setattr(studies, "_train_one", spy)
-    out = studies.extension_seeds(seeds=(1,), names=names, log=log, **_TINY)
-    kept = tmp_path / "runs-weights" / "rope-seed1-steps1"
+    out = studies.extension_seeds(seeds=(1,), models=names, log=log, **_TINY)
+    kept = tmp_path / "weights" / "rope-seed1-steps1"
     assert started == [(None, 1), (str(kept), 1)]
     assert out["checkpoints"] == {}  # nothing shipped: every run had the tiny budget
     base = load(kept)
@@ -533,21 +535,21 @@ def test_extension_seeds_continues_each_seeds_own_base_and_resumes(tmp_path, mon
     lines = log.read_text().splitlines()
     log.write_text("\n".join(lines[:-1]) + "\n")
     started.clear()
-    again = studies.extension_seeds(seeds=(1,), names=names, log=log, **_TINY)
+    again = studies.extension_seeds(seeds=(1,), models=names, log=log, **_TINY)
     assert started == [] and numbers(again) == numbers(out)
     # lose its weights too: only it is trained again, from the kept base
     log.write_text("\n".join(lines[:-1]) + "\n")
     for f in kept.parent.glob("rope_pose_pi_finetune-seed1*"):
         f.unlink()
     started.clear()
-    again = studies.extension_seeds(seeds=(1,), names=names, log=log, **_TINY)
+    again = studies.extension_seeds(seeds=(1,), models=names, log=log, **_TINY)
     assert started == [(str(kept), 1)] and numbers(again) == numbers(out)
     # lose the base's weights as well: it is retrained, identically, before its child
     log.write_text("\n".join(lines[:-1]) + "\n")
     for f in kept.parent.glob("rope*-seed1*"):
         f.unlink()
     started.clear()
-    assert numbers(studies.extension_seeds(seeds=(1,), names=names, log=log, **_TINY)) == numbers(
+    assert numbers(studies.extension_seeds(seeds=(1,), models=names, log=log, **_TINY)) == numbers(
         out
     )
     assert started == [(None, 1), (str(kept), 1)]
@@ -555,7 +557,7 @@ def test_extension_seeds_continues_each_seeds_own_base_and_resumes(tmp_path, mon
 
 def test_extension_seeds_refuses_a_fine_tune_before_its_base():
     with pytest.raises(ValueError, match="'rope' before 'rope_pi_finetune'"):
-        studies.extension_seeds(names=("rope_pi_finetune", "rope"), **_TINY)
+        studies.extension_seeds(models=("rope_pi_finetune", "rope"), **_TINY)
     with pytest.raises(ValueError, match="factor"):
         studies.extension_seeds(factor=0.5, **_TINY)
 
@@ -566,7 +568,7 @@ def test_extension_seeds_recording():
     same; every fine-tune of a seed continued that seed's base; the summary is the runs'."""
     rec = studies.load("extension_seeds")
     p = rec["protocol"]
-    assert len(rec["seeds"]) >= 3 and rec["eval_tokens"] == 65536 and p["retrieval_samples"] >= 256
+    assert len(rec["seeds"]) >= 3 and rec["eval_tokens"] == 65536 and p["samples"] >= 256
     runs = _runs_by(rec)
     assert set(runs) == {(m, s) for m in p["models"] for s in rec["seeds"]}
     scaling = recorded("rope_scaling")
@@ -604,9 +606,7 @@ def test_extension_seeds_recording():
         assert got == [c["accuracy"] for c in mine]
         for c in mine:
             lo, hi = evaluate.wilson_interval(c["successes"], c["trials"])
-            assert (
-                c["ci95"] == [round(lo, 4), round(hi, 4)] and c["trials"] == p["retrieval_samples"]
-            )
+            assert c["ci95"] == [round(lo, 4), round(hi, 4)] and c["trials"] == p["samples"]
 
 
 def test_extension_seeds_recording_recomputes():
@@ -643,18 +643,18 @@ def test_needle_seeds_measures_what_the_experiments_measure(monkeypatch):
     kw = dict(
         lengths=(64, 128), distances=(16, 96), keys=(1, 2), multikey_distances=(16,), samples=8
     )
-    out = studies.needle_seeds(seeds=(1,), names=("t5_passkey",), **kw)
+    out = studies.needle_seeds(seeds=(1,), models=("t5_passkey",), **kw)
     run = out["rows"][0]
     model = load_checkpoint("t5_passkey")
     assert run["grid"] == experiments.needle_grid_cells(model, (64, 128), (16, 96), samples=8)
     assert set(run["grid"]["64"]) == {"16"}  # 96 does not fit in 64
     cells = experiments.multikey_cells(model, (1, 2), (16,), samples=8)
     assert {k: run[k] for k in cells} == cells
-    assert out["summary"]["t5_passkey"]["multikey"]["2/16"]["per_seed"] == [
+    assert out["summary"]["t5_passkey"]["accuracy"]["2"]["16"]["per_seed"] == [
         run["accuracy"]["2"]["16"]["accuracy"]
     ]
-    with pytest.raises(ValueError, match="passkey recipes"):
-        studies.needle_seeds(names=("rope",), **kw)
+    with pytest.raises(ValueError, match="models"):
+        studies.needle_seeds(models=("rope",), **kw)
 
 
 def test_needle_seeds_recording():
@@ -664,7 +664,7 @@ def test_needle_seeds_recording():
 
     rec = studies.load("needle_seeds")
     p = rec["protocol"]
-    assert len(rec["seeds"]) >= 3 and p["retrieval_samples"] >= 256
+    assert len(rec["seeds"]) >= 3 and p["samples"] >= 256
     runs = _runs_by(rec)
     assert set(runs) == {(m, s) for m in p["models"] for s in rec["seeds"]}
     grid = {r["retrieval_model"]: r for r in recorded("needle_grid")["rows"]}
@@ -681,15 +681,15 @@ def test_needle_seeds_recording():
         for cell in cells:
             lo, hi = evaluate.wilson_interval(cell["successes"], cell["trials"])
             assert cell["ci95"] == [round(lo, 4), round(hi, 4)]
-            assert cell["trials"] == p["retrieval_samples"]
+            assert cell["trials"] == p["samples"]
     for m in p["models"]:
         mine = [runs[m, s] for s in rec["seeds"]]
-        for label, spread in rec["summary"][m]["grid"].items():
-            n, d = label.split("/")
-            assert spread["per_seed"] == [r["grid"][n][d]["accuracy"] for r in mine]
-        for label, spread in rec["summary"][m]["multikey"].items():
-            k, d = label.split("/")
-            assert spread["per_seed"] == [r["accuracy"][k][d]["accuracy"] for r in mine]
+        for n, row in rec["summary"][m]["grid"].items():
+            for d, spread in row.items():
+                assert spread["per_seed"] == [r["grid"][n][d]["accuracy"] for r in mine]
+        for k, row in rec["summary"][m]["accuracy"].items():
+            for d, spread in row.items():
+                assert spread["per_seed"] == [r["accuracy"][k][d]["accuracy"] for r in mine]
 
 
 def test_a_recorded_seed_retraces_from_its_recipe():
@@ -726,7 +726,7 @@ def test_sliding_seeds_recording():
         assert runs[m, 0]["sliding"] == shipped[m]["sliding"]
         mine = [runs[m, s] for s in rec["seeds"]]
         for n in p["lengths"]:
-            assert rec["summary"][m][str(n)]["per_seed"] == [
+            assert rec["summary"][m]["sliding"][str(n)]["per_seed"] == [
                 round(r["sliding"][str(n)]["perplexity"], 4) for r in mine
             ]
     extension = _runs_by(studies.load("extension_seeds"))
@@ -762,7 +762,7 @@ def test_the_studies_command_logs_cpu_time_and_resumes_from_its_log_dir(
 
     def tiny(*, log=None):  # extrapolation_seeds on a budget a test can pay
         return studies.extrapolation_seeds(
-            seeds=(1,), names=("alibi",), lengths=(32,), tokens=512, steps=1, log=log
+            seeds=(1,), models=("alibi",), lengths=(32,), tokens=512, steps=1, log=log
         )
 
     monkeypatch.setitem(studies.STUDIES, "extrapolation_seeds", tiny)
@@ -788,7 +788,7 @@ def test_context_use_scores_each_model_at_its_own_training_length(tmp_path):
     from pecourse.results import validate
 
     out = studies.context_use(
-        seeds=(1,), names=("alibi", "rope_long"), tokens=512, steps=1, log=tmp_path / "log"
+        seeds=(1,), models=("alibi", "rope_long"), tokens=512, steps=1, log=tmp_path / "log"
     )
     validate(out)
     rows = {r["model"]: r for r in out["rows"]}
@@ -831,7 +831,10 @@ def test_extension_controls_continue_each_seeds_own_base(tmp_path):
 
     kw = dict(lengths=(64, 128), tokens=256, distances=(16,), samples=4, steps=1)
     out = studies.extension_controls(
-        seeds=(1,), names=("rope_pi_finetune_64", "rope_passkey_finetune"), log=tmp_path / "l", **kw
+        seeds=(1,),
+        models=("rope_pi_finetune_64", "rope_passkey_finetune"),
+        log=tmp_path / "l",
+        **kw,
     )
     validate(out)
     runs = _runs_by(out)
@@ -842,10 +845,10 @@ def test_extension_controls_continue_each_seeds_own_base(tmp_path):
         runs["rope_pi_finetune_64", 1]["sliding"]["128"]["perplexity"]
     ]
     # each control continued seed 1's own base, kept beside the log
-    kept = sorted(p.name for p in (tmp_path / "l-weights").glob("*.json"))
+    kept = sorted(p.name for p in (tmp_path / "weights").glob("*.json"))
     assert "rope-seed1-steps1.json" in kept and "rope_passkey-seed1-steps1.json" in kept
-    with pytest.raises(ValueError, match="names"):
-        studies.extension_controls(names=("rope_pi_finetune",), **kw)
+    with pytest.raises(ValueError, match="models"):
+        studies.extension_controls(models=("rope_pi_finetune",), **kw)
 
 
 def test_extension_controls_recording():
@@ -877,3 +880,67 @@ def test_extension_controls_recording():
     model = load_checkpoint("rope_pi_finetune_64")
     again = perplexity_interval(window_losses(model, 64, tokens=rec["eval_tokens"], mode="sliding"))
     assert again == runs["rope_pi_finetune_64", 0]["sliding"]["64"]
+
+
+# --- the study layer ---------------------------------------------------------------------------
+
+DECLARED = [name for name, study in studies.STUDIES.items() if isinstance(study, studies.Study)]
+
+
+@pytest.mark.parametrize("name", DECLARED)
+def test_a_declared_studys_recording_is_its_rows_read_by_its_declaration(name):
+    """Every declared study's recording: three or more seeds, every (model, seed) once, seed 0
+    of a shipped recipe its checkpoint, and its protocol, summary and added fields exactly what
+    the declaration reads from its rows (so a changed declaration makes the file stale)."""
+    from pecourse.train import RECIPES
+
+    study, rec = studies.STUDIES[name], studies.load(name)
+    assert len(rec["seeds"]) >= 3 and rec["protocol"]["models"] == list(study.models)
+    runs = _runs_by(rec)
+    assert len(runs) == len(rec["rows"])
+    assert set(runs) == {(m, s) for m in study.models for s in rec["seeds"]}
+    for (m, s), run in runs.items():
+        shipped = m in RECIPES and s == 0
+        assert run["source"] == ("shipped checkpoint" if shipped else "trained by this study")
+    again = study.reread(rec)
+    assert set(again) == set(rec)
+    for key in again:
+        assert rec[key] == again[key], key
+
+
+def test_summarise_reads_each_measurement_over_seeds_and_skips_what_a_seed_lacks():
+    runs = [
+        {
+            "model": "a",
+            "seed": 0,
+            "64": {"perplexity": 5.0, "ci95": [4, 6]},
+            "128": None,
+            "gain": {"2": {"loss": 0.1}},
+            "used": 8,
+            "windows": 4,
+        },
+        {
+            "model": "a",
+            "seed": 1,
+            "64": {"perplexity": 7.0, "ci95": [6, 8]},
+            "128": {"perplexity": 9.0},
+            "gain": {"2": {"loss": 0.3}},
+            "used": 16,
+            "windows": 4,
+        },
+    ]
+    got = studies.summarise(runs, ["a"])["a"]
+    assert got["64"] == {"per_seed": [5.0, 7.0], "mean": 6.0, "min": 5.0, "max": 7.0}
+    assert "128" not in got and "windows" not in got  # missing at a seed; a size, not a number
+    assert got["gain"]["2"]["per_seed"] == [0.1, 0.3] and got["used"]["max"] == 16
+
+
+def test_a_declared_study_refuses_bad_settings_and_models():
+    with pytest.raises(TypeError, match="lenghts"):
+        studies.extrapolation_seeds(lenghts=(64,))
+    with pytest.raises(ValueError, match="lengths"):
+        studies.extrapolation_seeds(lengths=(0,))
+    with pytest.raises(ValueError, match="models"):
+        studies.extrapolation_seeds(models=("rope_long",))
+    with pytest.raises(ValueError, match="steps"):
+        studies.extrapolation_seeds(steps=0)
