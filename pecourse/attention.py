@@ -351,9 +351,19 @@ class MultiHeadAttention(nn.Module):
     ):
         check_tensor("x", x, ndim=3, floating=True)
         b, s, _ = x.shape
-        q = self.q_proj(x).view(b, s, self.num_heads, self.head_dim).transpose(1, 2)
-        k = self.k_proj(x).view(b, s, self.num_kv_heads, self.head_dim).transpose(1, 2)
-        v = self.v_proj(x).view(b, s, self.num_kv_heads, self.head_dim).transpose(1, 2)
+        h, h_kv, d = self.num_heads, self.num_kv_heads, self.head_dim
+        # The three projections as one matrix product (their weights stacked), so x is read
+        # once: each output is the same dot product as in its own layer.
+        projections = (self.q_proj, self.k_proj, self.v_proj)
+        weight = torch.cat([p.weight for p in projections])
+        bias = None if self.q_proj.bias is None else torch.cat([p.bias for p in projections])
+        q, k, v = F.linear(x, weight, bias).split((h * d, h_kv * d, h_kv * d), dim=-1)
+        # Queries and keys copied to [batch, heads, seq, head_dim]: the layout a rotation
+        # reads in one pass (a strided view would be copied there once per scheme call);
+        # values stay a view, which the attention kernels read as it is.
+        q = q.view(b, s, h, d).transpose(1, 2).contiguous()
+        k = k.view(b, s, h_kv, d).transpose(1, 2).contiguous()
+        v = v.view(b, s, h_kv, d).transpose(1, 2)
         result = attention(
             q,
             k,
