@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.metadata as md
 import importlib.util
+import logging
 import os
 import platform
 import sys
@@ -142,6 +143,7 @@ def format_report(rows: list[tuple[str, str]]) -> str:
 
 
 def _run(args) -> int:
+    logging.basicConfig(level=logging.INFO, format="pecourse info: %(message)s")
     print(format_report(report(probe_flex=args.check_flex)))
     return 0
 

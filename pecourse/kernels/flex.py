@@ -43,6 +43,7 @@ lengths that are multiples of 16, padding and masking the rest (:func:`padded_le
 from __future__ import annotations
 
 import itertools
+import logging
 import math
 import warnings
 import weakref
@@ -53,6 +54,8 @@ from torch import Tensor
 
 from .._validate import check_int, check_tensor
 from . import verify
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "alibi_score_mod",
@@ -620,10 +623,17 @@ def check_common_configurations() -> list:
         shapes = [(1, heads, length, 16)] + [(1, kv_heads, length, 16)] * 2
         return [torch.randn(s, generator=g) for s in shapes]
 
+    cases = {
+        "causal ALiBi, length 40": lambda: flex_attention_alibi(*qkv(40), causal=True),
+        "causal ALiBi, length 64": lambda: flex_attention_alibi(*qkv(64), causal=True),
+        "ALiBi, window 7": lambda: flex_attention_alibi(*qkv(40), causal=True, window=7),
+        "T5 buckets": lambda: flex_attention_t5(
+            *qkv(48, 4, 4), torch.randn(32, 4, generator=g), causal=False
+        ),
+    }
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", verify.CompiledPathWarning)  # reported by the caller
-        for length in (40, 64):
-            flex_attention_alibi(*qkv(length), causal=True)
-        flex_attention_alibi(*qkv(40), causal=True, window=7)
-        flex_attention_t5(*qkv(48, 4, 4), torch.randn(32, 4, generator=g), causal=False)
+        for i, (what, run) in enumerate(cases.items(), start=1):
+            log.info("FlexAttention %d of %d: compiling and checking %s", i, len(cases), what)
+            run()
     return verify.status("flex_attention")

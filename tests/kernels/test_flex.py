@@ -9,6 +9,8 @@ assert that its *answer* is right on this machine, whichever path gave it.
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -130,3 +132,22 @@ def test_refusals():
         flex.sliding_window_mask_mod(0)
     with pytest.raises(ValueError, match="multiple of key/value heads"):
         flex.flex_attention_alibi(torch.randn(2, 3, 8, 16), k, v)
+
+
+def test_the_common_configurations_are_the_ones_promised_each_logged(monkeypatch, caplog):
+    calls = []
+
+    def record(kind):
+        return lambda q, k, v, *rest, **options: calls.append((kind, q, k, options))
+
+    monkeypatch.setattr(flex, "flex_attention_alibi", record("alibi"))
+    monkeypatch.setattr(flex, "flex_attention_t5", record("t5"))
+    with caplog.at_level(logging.INFO, logger="pecourse.kernels.flex"):
+        flex.check_common_configurations()
+    alibi = [(q.shape[2], o.get("window")) for kind, q, _, o in calls if kind == "alibi"]
+    assert {length % 16 == 0 for length, _ in alibi} == {True, False}  # both sides of 16
+    assert any(window for _, window in alibi) and any(kind == "t5" for kind, *_ in calls)
+    assert any(q.shape[1] > k.shape[1] for _, q, k, _ in calls)  # grouped heads
+    progress = [r.getMessage() for r in caplog.records]
+    assert len(progress) == len(calls)  # one line before each compile, counting them
+    assert all(f"{i} of {len(calls)}" in line for i, line in enumerate(progress, start=1))
