@@ -301,6 +301,22 @@ def _fused_attention(q, k, v, bias, visible, is_causal=False) -> Tensor:
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal)
 
 
+def _observed(module: nn.Module) -> bool:
+    """Whether a hook (the module's own or a global one) watches ``module`` run."""
+    from torch.nn.modules import module as registry
+
+    return bool(
+        module._forward_hooks
+        or module._forward_pre_hooks
+        or module._backward_hooks
+        or module._backward_pre_hooks
+        or registry._global_forward_hooks
+        or registry._global_forward_pre_hooks
+        or registry._global_backward_hooks
+        or registry._global_backward_pre_hooks
+    )
+
+
 class MultiHeadAttention(nn.Module):
     """Multi-head (optionally grouped-query) self-attention over one positional scheme.
 
@@ -352,12 +368,15 @@ class MultiHeadAttention(nn.Module):
         check_tensor("x", x, ndim=3, floating=True)
         b, s, _ = x.shape
         h, h_kv, d = self.num_heads, self.num_kv_heads, self.head_dim
-        # The three projections as one matrix product (their weights stacked), so x is read
-        # once: each output is the same dot product as in its own layer.
         projections = (self.q_proj, self.k_proj, self.v_proj)
-        weight = torch.cat([p.weight for p in projections])
-        bias = None if self.q_proj.bias is None else torch.cat([p.bias for p in projections])
-        q, k, v = F.linear(x, weight, bias).split((h * d, h_kv * d, h_kv * d), dim=-1)
+        if any(map(_observed, projections)):  # a hook reads a projection: run it as a layer
+            q, k, v = (p(x) for p in projections)
+        else:
+            # The three projections as one matrix product (their weights stacked), so x is
+            # read once: each output is the same dot product as in its own layer.
+            weight = torch.cat([p.weight for p in projections])
+            bias = None if self.q_proj.bias is None else torch.cat([p.bias for p in projections])
+            q, k, v = F.linear(x, weight, bias).split((h * d, h_kv * d, h_kv * d), dim=-1)
         # Queries and keys copied to [batch, heads, seq, head_dim]: the layout a rotation
         # reads in one pass (a strided view would be copied there once per scheme call);
         # values stay a view, which the attention kernels read as it is.

@@ -275,7 +275,10 @@ class TinyGPT(nn.Module):
         for name, p in self.named_parameters():  # GPT-2: scale residual projections
             if name.endswith(("o_proj.weight", "mlp.2.weight")):
                 nn.init.normal_(p, std=0.02 / math.sqrt(2 * config.n_layers))
-        if config.scales_embeddings():
+        #: √d_model when forward() scales token vectors, else None: decided once here, so
+        #: forward() (and torch.compile's graph of it) reads no registry on every call.
+        self.token_scale = math.sqrt(config.d_model) if config.scales_embeddings() else None
+        if self.token_scale is not None:
             # forward() multiplies a token vector by √d (Vaswani et al. 2017, §3.4). With the
             # GPT-2 std of 0.02 a scaled token vector has norm ≈ 0.02·√d·√d = 0.02·d (1.3 at
             # d = 64) while every sinusoidal position vector has norm √(d/2) (5.7): position
@@ -320,8 +323,8 @@ class TinyGPT(nn.Module):
                     f"{tuple(positions.shape)}"
                 )
         x = self.tok_emb(idx)
-        if self.config.scales_embeddings():  # Vaswani et al. 2017, section 3.4: scale by √d
-            x = x * math.sqrt(self.config.d_model)  # so the fixed table does not drown the tokens
+        if self.token_scale is not None:  # Vaswani et al. 2017, section 3.4: scale by √d
+            x = x * self.token_scale  # so the fixed table does not drown the tokens
         x = self.input_scheme.embed(x, positions)
         for block in self.blocks:
             x = block(x, positions)

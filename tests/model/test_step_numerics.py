@@ -99,3 +99,27 @@ def test_training_from_one_seed_gives_the_plain_forwards_loss_curve(plan, monkey
         torch.set_num_threads(threads)
     assert max(abs(a - b) for a, b in zip(fast, plain, strict=True)) < 1e-5, (fast, plain)
     assert fast[-1] < fast[0] - 0.5
+
+
+def test_a_hooked_projection_still_runs_as_its_own_layer():
+    """A forward hook on q_proj or k_proj (chapter 10 reads CoPE's queries and keys so) sees
+    the projection's output, and the layer's output is the same as without the hook."""
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(32, 4, fused=True)
+    x = torch.randn(2, 6, 32)
+    plain = mha(x)
+    seen = {}
+    hooks = [
+        getattr(mha, name).register_forward_hook(
+            lambda module, inputs, output, name=name: seen.__setitem__(name, output)
+        )
+        for name in ("q_proj", "k_proj")
+    ]
+    try:
+        hooked = mha(x)
+    finally:
+        for h in hooks:
+            h.remove()
+    torch.testing.assert_close(seen["q_proj"], mha.q_proj(x))
+    torch.testing.assert_close(seen["k_proj"], mha.k_proj(x))
+    torch.testing.assert_close(hooked, plain, rtol=1e-5, atol=1e-6)
