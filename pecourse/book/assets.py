@@ -59,22 +59,13 @@ class AssetPackage:
 
 def load_pins(path: Path | None = None) -> list[AssetPackage]:
     """The pinned packages of ``path`` (default: the checkout's ``book/assets.json``)."""
-    raw = json.loads(Path(path or checkout() / PINS_FILE).read_text(encoding="utf-8"))
+    path = Path(path or checkout() / PINS_FILE)
     packages = []
-    for entry in raw["packages"]:
+    for entry in json.loads(path.read_text(encoding="utf-8"))["packages"]:
         if not str(entry.get("integrity", "")).startswith("sha512-"):
             raise ValueError(f"{path}: {entry.get('name')!r} needs a sha512- integrity pin")
-        packages.append(
-            AssetPackage(
-                name=entry["name"],
-                version=entry["version"],
-                integrity=entry["integrity"],
-                unpack=entry["unpack"].rstrip("/"),
-                into=entry["into"],
-                skip=tuple(entry.get("skip", ())),
-                license=entry.get("license"),
-            )
-        )
+        unpack, skip = entry["unpack"].rstrip("/"), tuple(entry.get("skip", ()))
+        packages.append(AssetPackage(**{**entry, "unpack": unpack, "skip": skip}))
     return packages
 
 
