@@ -70,7 +70,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import platform
 import sys
 import tempfile
@@ -107,7 +106,6 @@ __all__ = [
     "windowed_passkey",
     "imposed_windows",
     "text_extrapolation",
-    "per_window_loss",
     "nope_anchor",
     "text_window_losses",
     "counting_length_generalisation",
@@ -482,153 +480,6 @@ def cope_counting(*, lengths=(64, 128), samples: int = 512) -> dict:
     }
 
 
-# --- chapter 11: windows imposed on trained models; windowed RoPE with and without NoPE -------
-
-
-def per_window_loss(
-    model: TinyGPT, length: int, *, tokens: int = 65536, batch_size: int = 16
-) -> torch.Tensor:
-    """Next-character loss (nats) at every position of non-overlapping validation windows,
-    ``[windows, length]`` float64: :func:`pecourse.evaluate.window_losses` (the protocol's
-    one implementation), kept under this name for the studies."""
-    from .evaluate import window_losses
-
-    if not isinstance(model, TinyGPT):
-        raise TypeError(f"model must be a pecourse.model.TinyGPT, got {type(model).__name__}")
-    return window_losses(model, length, tokens=tokens, batch_size=batch_size)
-
-
-def _perplexity(losses: torch.Tensor) -> dict:
-    """Perplexity of per-window mean losses, with a bootstrap interval over windows."""
-    lo, hi = bootstrap_interval(losses)
-    mean = float(losses.mean())
-    return {
-        "perplexity": round(math.exp(mean), 3),
-        "ci95": [round(math.exp(lo), 3), round(math.exp(hi), 3)],
-    }
-
-
-def text_extrapolation(
-    checkpoints=("rope", "nope", "irope", "alibi"),
-    *,
-    lengths=(64, 128, 256, 512),
-    tokens: int = 65536,
-    bands_at: int = 256,
-) -> dict:
-    r"""Shipped text checkpoints (trained on 64 characters, one seed each) from 64 to 512 characters.
-
-    Perplexity on ``tokens`` validation characters cut into non-overlapping windows of each
-    length (Press et al. 2022, arXiv:2108.12409, the extrapolation protocol), with a bootstrap
-    interval over windows; at ``bands_at``, the mean loss of positions 0–63, 64–127 and the
-    rest, each with its interval. Evaluation only.
-    """
-    from .model import checkpoint_info, load_checkpoint
-
-    lengths = [check_int("lengths[]", n, minimum=2) for n in lengths]
-    start = time.process_time()
-    rows = []
-    for name in checkpoints:
-        model = load_checkpoint(name)
-        row = {"checkpoint": name, "seed": checkpoint_info(name)["train"].get("seed", 0)}
-        for n in lengths:
-            losses = per_window_loss(model, n, tokens=tokens)
-            row[str(n)] = _perplexity(losses.mean(1))
-            if n == bands_at:
-                row["bands"] = {
-                    f"{a}-{b - 1}": _score(losses[:, a:b].mean(1))
-                    for a, b in ((0, 64), (64, 128), (128, n))
-                }
-        rows.append(row)
-    return {
-        "name": "text_extrapolation",
-        "protocol": {
-            "checkpoints": list(checkpoints),
-            "lengths": lengths,
-            "eval_tokens": tokens,
-            "bands_at": bands_at,
-            "split": "validation (every 20th chapter), non-overlapping windows from its start",
-            "interval": "95% percentile bootstrap over windows, 2000 resamples",
-        },
-        "checkpoints": _hashes(checkpoints),
-        "eval_tokens": tokens,
-        "seeds": sorted({r["seed"] for r in rows}),
-        "rows": rows,
-        "cpu_seconds": round(time.process_time() - start, 1),
-        "versions": _versions(),
-    }
-
-
-def imposed_windows(*, lengths=(64, 512), tokens: int = 65536, window: int = 64) -> dict:
-    r"""Chapter 11's intervention: a sliding window imposed, at evaluation, on trained RoPE layers.
-
-    The shipped ``rope`` and ``irope`` checkpoints (trained on 64 characters, full causal
-    attention, one seed each) are evaluated as trained and with every RoPE layer restricted
-    to a sliding window of ``window`` keys (:class:`pecourse.positions.window.SlidingWindow`),
-    on ``tokens`` validation characters cut into windows of each length. Reports perplexity
-    with a bootstrap interval over windows; at the shortest length, the loss of the first 8
-    positions and of the rest; at the longest, the loss of the first ``window`` positions and
-    of the rest, and the paired difference with the shortest length on the same characters
-    (each long window against the short windows that tile it).
-    """
-    import copy
-
-    from .model import checkpoint_info, load_checkpoint
-    from .positions.rope import RoPE
-    from .positions.window import SlidingWindow
-
-    lengths = [check_int("lengths[]", n, minimum=2) for n in lengths]
-    window = check_int("window", window, minimum=1)
-    start = time.process_time()
-
-    def windowed(model):
-        m = copy.deepcopy(model)
-        for block in m.blocks:
-            if isinstance(block.attn.scheme, RoPE):
-                block.attn.scheme = SlidingWindow(block.attn.scheme, window)
-        return m
-
-    rows = []
-    for name in ("rope", "irope"):
-        base = load_checkpoint(name)
-        for variant, model in ((name, base), (f"{name}, RoPE layers windowed", windowed(base))):
-            row = {
-                "variant": variant,
-                "checkpoint": name,
-                "seed": checkpoint_info(name)["train"]["seed"],
-            }
-            short, long = min(lengths), max(lengths)
-            by_length = {n: per_window_loss(model, n, tokens=tokens) for n in lengths}
-            for n, losses in by_length.items():
-                row[str(n)] = _perplexity(losses.mean(1))
-            row[str(short)]["first_8_positions_loss"] = _score(by_length[short][:, :8].mean(1))
-            row[str(short)]["later_positions_loss"] = _score(by_length[short][:, 8:].mean(1))
-            if long > window and long % short == 0:
-                losses = by_length[long]
-                row[str(long)]["first_positions_loss"] = _score(losses[:, :window].mean(1))
-                row[str(long)]["later_positions_loss"] = _score(losses[:, window:].mean(1))
-                tiles = by_length[short].mean(1)[: len(losses) * (long // short)]
-                paired = tiles.view(len(losses), long // short).mean(1) - losses.mean(1)
-                row[str(long)][f"loss_{short}_minus_loss_{long}"] = _score(paired)
-            rows.append(row)
-    return {
-        "name": "imposed_windows",
-        "protocol": {
-            "checkpoints": ["rope", "irope"],
-            "window": window,
-            "lengths": lengths,
-            "eval_tokens": tokens,
-            "split": "validation (every 20th chapter), non-overlapping windows from its start",
-            "interval": "95% percentile bootstrap over windows, 2000 resamples",
-        },
-        "checkpoints": _hashes(["rope", "irope"]),
-        "eval_tokens": tokens,
-        "seeds": sorted({r["seed"] for r in rows}),
-        "rows": rows,
-        "cpu_seconds": round(time.process_time() - start, 1),
-        "versions": _versions(),
-    }
-
-
 # --- chapter 15: what NoPE's quality gap is made of -------------------------------------------
 
 
@@ -662,90 +513,6 @@ def text_window_losses(
         )
         out.append(losses[:, 1:] if bos else losses[:, :-1])  # targets: characters 1 … length-1
     return torch.cat(out).double()
-
-
-def nope_anchor(seeds=(0, 1, 2), *, steps: int = 800, tokens: int = 65536) -> dict:
-    r"""Is NoPE's quality gap the price of position, too little training, or the missing anchor?
-
-    Three models on the shipped text recipe (4 layers, ``d = 64``, 64-character windows of
-    the KJV, 800 steps): ``rope``, ``nope`` (the course's NoPE: random windows, no start
-    marker) and ``nope+bos`` (every window starts with :data:`pecourse.data.BOS`, the anchor
-    Kazemnejad et al.'s Theorem 1 construction uses). Seed 0 of ``rope`` and ``nope`` is the
-    shipped checkpoint (the same recipe and seed); every other run is trained here. Each model
-    predicts the same characters of ``tokens`` validation characters; reported: mean loss
-    with a bootstrap interval over windows, and the loss at positions 1–7, 8–31 and 32–63.
-    The loss curves (one training batch every 20 steps) show whether the gap to RoPE is
-    still closing when training stops.
-    """
-    from .model import checkpoint_info, load_checkpoint
-    from .train import RECIPES, TrainConfig
-
-    seeds = _check_seeds(seeds)
-    steps = check_int("steps", steps, minimum=1)
-    base = RECIPES["nope"]["train"]
-    text_model = {k: v for k, v in RECIPES["nope"]["model"].items() if k != "plan"}
-    variants = {
-        "rope": ("rope", "text"),
-        "nope": ("nope", "text"),
-        "nope+bos": ("nope", "text+bos"),
-    }
-    bands = {"1-7": slice(0, 7), "8-31": slice(7, 31), "32-63": slice(31, 63)}
-    runs, cpu = [], 0.0
-    for variant, (plan, data) in variants.items():
-        for seed in seeds:
-            start = time.process_time()
-            recipe = TrainConfig.from_dict(base)
-            shipped = data == "text" and seed == recipe.seed and steps == recipe.steps
-            if shipped:  # the shipped checkpoint is this very run
-                model = load_checkpoint(plan)
-                curve, source = checkpoint_info(plan)["loss_curve"], f"shipped checkpoint {plan!r}"
-            else:
-                model, curve, _ = _train_one(
-                    {**text_model, "plan": plan},
-                    {**base, "data": data, "steps": steps, "seed": seed},
-                )
-                source = "trained by this study"
-            losses = text_window_losses(model, bos=data == "text+bos", tokens=tokens)
-            run = {"variant": variant, "seed": seed, "source": source, "loss_curve": curve}
-            run["loss"] = _score(losses.mean(1))
-            for band, where in bands.items():
-                run[f"loss_{band}"] = round(float(losses[:, where].mean()), 4)
-            seconds = time.process_time() - start
-            run["cpu_seconds"] = round(seconds, 1)
-            cpu += seconds
-            runs.append(run)
-    summary = {
-        variant: {
-            key: _spread(
-                [
-                    r[key]["mean"] if key == "loss" else r[key]
-                    for r in runs
-                    if r["variant"] == variant
-                ]
-            )
-            for key in ("loss", *(f"loss_{b}" for b in bands))
-        }
-        for variant in variants
-    }
-    return {
-        "name": "nope_anchor",
-        "protocol": {
-            "model": text_model,
-            "variants": {v: {"plan": p, "data": d} for v, (p, d) in variants.items()},
-            "train": {**base, "steps": steps, "data": "per variant", "seed": "per run"},
-            "eval": "validation characters 1-63 of each 64-character window (the same targets "
-            "for every variant; nope+bos sees the marker first)",
-            "eval_tokens": tokens,
-            "interval": "95% percentile bootstrap over windows, 2000 resamples",
-        },
-        "checkpoints": _hashes(["rope", "nope"]),
-        "eval_tokens": tokens,
-        "seeds": seeds,
-        "rows": runs,
-        "summary": summary,
-        "cpu_seconds": round(cpu, 1),
-        "versions": _versions(),
-    }
 
 
 # --- training and reading the runs of a study ---------------------------------------------------
@@ -1396,6 +1163,122 @@ counting_length_generalisation = Study(
         "interval": "95% percentile bootstrap over evaluation sequences, 2000 resamples",
     },
     read=_learned_ranking,
+)
+
+
+# --- chapters 11 and 15: the shipped text models past their training length ------------------
+
+
+def _text_extrapolation(s: dict):
+    def measure(model, name):
+        from .evaluate import band_losses, context_losses, context_used, window_losses
+
+        top = s["bands_at"]
+        bands = ((0, 64), (64, 128), (128, top))
+        used = context_used(context_losses(model, tokens=s["tokens"]))
+        return {
+            **_perplexities(s, model),
+            "bands": band_losses(window_losses(model, top, tokens=s["tokens"]), bands),
+            "context_used": used["context_used"],
+        }
+
+    return measure
+
+
+text_extrapolation = Study(
+    "text_extrapolation",
+    r"""The text models of chapters 11 and 15 (RoPE, NoPE, iRoPE, ALiBi: 4 layers, ``d = 64``,
+    trained on 64 characters, 800 steps) from 64 to 512 characters at three seeds: perplexity
+    on the same validation characters cut into non-overlapping windows of each length (Press
+    et al. 2022's protocol), the loss of positions 0–63, 64–127 and the rest of windows of
+    ``bands_at``, and the context each model uses at its training length.""",
+    ("rope", "nope", "irope", "alibi"),
+    _text_extrapolation,
+    {"lengths": (64, 128, 256, 512), "tokens": 65536, "bands_at": 256},
+    {"mode": "nonoverlapping", **_TEXT, "context_used": _CONTEXT + " (at the training length)"},
+)
+
+
+def _imposed(s: dict):
+    def windowed(model):
+        import copy
+
+        from .positions.rope import RoPE
+        from .positions.window import SlidingWindow
+
+        m = copy.deepcopy(model)
+        for block in m.blocks:
+            if isinstance(block.attn.scheme, RoPE):
+                block.attn.scheme = SlidingWindow(block.attn.scheme, s["window"])
+        return m
+
+    def cells(model):
+        from .evaluate import window_losses
+
+        short, long = min(s["lengths"]), max(s["lengths"])
+        losses = {n: window_losses(model, n, tokens=s["tokens"]) for n in s["lengths"]}
+        out = _perplexities(s, model)
+        out[str(short)] |= {
+            "first_8_positions_loss": _score(losses[short][:, :8].mean(1)),
+            "later_positions_loss": _score(losses[short][:, 8:].mean(1)),
+        }
+        if long > s["window"] and long % short == 0:  # the same characters, long windows vs short
+            w, x = s["window"], losses[long]
+            tiles = losses[short].mean(1)[: len(x) * (long // short)].view(len(x), -1).mean(1)
+            out[str(long)] |= {
+                "first_positions_loss": _score(x[:, :w].mean(1)),
+                "later_positions_loss": _score(x[:, w:].mean(1)),
+                f"loss_{short}_minus_loss_{long}": _score(tiles - x.mean(1)),
+            }
+        return out
+
+    return lambda model, name: {"as_trained": cells(model), "windowed": cells(windowed(model))}
+
+
+imposed_windows = Study(
+    "imposed_windows",
+    r"""Chapter 11's intervention: a sliding window imposed at evaluation on trained RoPE layers.
+
+    The ``rope`` and ``irope`` text models (trained on 64 characters, full causal attention) at
+    three seeds, each evaluated as trained and with every RoPE layer restricted to a window of
+    ``window`` keys (:class:`pecourse.positions.window.SlidingWindow`): perplexity at each
+    length; at the shortest, the loss of the first 8 positions and of the rest; at the longest,
+    the loss of the first ``window`` positions and of the rest, and the paired difference with
+    the shortest length on the same characters.""",
+    ("rope", "irope"),
+    _imposed,
+    {"lengths": (64, 512), "tokens": 65536, "window": 64},
+    {"mode": "nonoverlapping", **_TEXT},
+)
+
+
+def _anchor(s: dict):
+    def measure(model, name):
+        from .train import recipe
+
+        bos = recipe(name)["train"]["data"] == "text+bos"
+        losses = text_window_losses(model, bos=bos, tokens=s["tokens"])
+        bands = {"1-7": slice(0, 7), "8-31": slice(7, 31), "32-63": slice(31, 63)}
+        out = {"loss": _score(losses.mean(1))}
+        return out | {f"loss_{b}": round(float(losses[:, w].mean()), 4) for b, w in bands.items()}
+
+    return measure
+
+
+nope_anchor = Study(
+    "nope_anchor",
+    r"""Chapter 15: is NoPE's quality gap the price of position, or the missing anchor?
+
+    RoPE, NoPE and NoPE with a start marker at the head of every training window
+    (``nope_bos``, the anchor Kazemnejad et al.'s Theorem 1 construction uses), each on the
+    shipped text recipe at three seeds, predict the same characters 1–63 of each 64-character
+    validation window (``nope_bos`` sees the marker first): mean loss with a bootstrap interval
+    over windows, and the loss at positions 1–7, 8–31 and 32–63. The loss curves show whether
+    the gap is still closing when training stops.""",
+    ("rope", "nope", "nope_bos"),
+    _anchor,
+    {"tokens": 65536},
+    {"eval": "validation characters 1-63 of each 64-character window", **_TEXT},
 )
 
 

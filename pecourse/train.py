@@ -565,6 +565,9 @@ STUDY_RECIPES: dict[str, dict] = {
             ("swa_rope", "swa_rope,swa_rope,swa_rope,rope"),
         )
     },
+    # Chapter 15: NoPE with a start marker at the head of every training window (the anchor of
+    # Kazemnejad et al.'s Theorem 1 construction), against the shipped NoPE and RoPE.
+    "nope_bos": _recipe("nope", data="text+bos"),
     # Chapter 15: the counting recipe with NoPE and ALiBi; NoPE with four times the budget (at
     # 600 steps it has not learned the task at the training length), and RoPE with the same.
     "nope_counting": _recipe("nope", data="counting", steps=600),
