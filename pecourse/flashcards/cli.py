@@ -173,9 +173,12 @@ def cmd_lint(args) -> int:
     cards = load_deck()
     problems = lint_deck(cards)
     if args.numbers:
+        from tqdm.auto import tqdm
+
         from .checks import run_checks
 
-        problems += [p for card in cards for p in run_checks(card)]
+        checked = tqdm(cards, desc="checking numbers", unit="card", leave=False, disable=None)
+        problems += [p for card in checked for p in run_checks(card)]
     for line in problems:
         print(line)
     for line in deck_stats(cards).lines():
