@@ -38,7 +38,7 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--no-first-run",
     # Not --allow-file-access-from-files: a reader's browser refuses fetch() between file://
-    # pages, and the check must see what the reader sees (search snippets once failed so).
+    # pages, and the check must see what the reader sees (search snippets fetch nothing).
 ]
 LOCAL_SCHEMES = ("file:", "data:", "blob:", "about:")
 # A common laptop screen: code cells must fit its text column without scrolling sideways.
