@@ -77,7 +77,13 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 0
-    return int(args.func(args) or 0)
+    from .course import NotACheckoutError
+
+    try:
+        return int(args.func(args) or 0)
+    except NotACheckoutError as exc:  # a command that needs the course's folders, run elsewhere
+        print(f"pecourse {args.command}: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

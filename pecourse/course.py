@@ -37,7 +37,7 @@ def checkout(start: str | Path | None = None) -> Path:
             return folder
     raise NotACheckoutError(
         f"{here} is not inside a checkout of the course (no folder there holds pyproject.toml "
-        "beside notebooks/): run this from the course's folder, or pass the folder explicitly"
+        "beside notebooks/): run this from the course's folder (from Python: pass the folder)"
     )
 
 

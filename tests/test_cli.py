@@ -92,3 +92,11 @@ def test_a_flashcard_command_starts_without_torch(tmp_path):
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert done.returncode == 0, done.stderr
     assert "157" in done.stdout
+
+
+def test_a_command_that_needs_the_checkout_says_so_outside_one(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(["exercises", "build"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("pecourse exercises: ") and "run this from the course's folder" in err
+    assert not list(tmp_path.iterdir()), "nothing written outside the checkout"

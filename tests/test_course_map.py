@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from pecourse import course
+from pecourse.exercises import notebook
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -110,3 +111,8 @@ def test_outside_a_checkout_the_error_says_where_to_run(tmp_path, monkeypatch):
         course.checkout()
     with pytest.raises(FileNotFoundError, match="course's folder"):
         course.syllabus_table()
+    # outside a checkout a learner's `pecourse check` finds no solutions/ (it reads the
+    # notebook's own tests) and building the exercises refuses
+    assert notebook.source_notebooks() == []
+    with pytest.raises(course.NotACheckoutError):
+        notebook.build_all()

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from pecourse.book.builder import DEFAULT_OUT, build
-from pecourse.course import checkout
+from pecourse.course import NotACheckoutError, checkout
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -24,8 +24,15 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--screenshots", type=Path, help="default build/book-screens")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO, format="%(message)s")
-    out = args.out or checkout() / DEFAULT_OUT
+    try:
+        return _run(args)
+    except NotACheckoutError as exc:
+        print(f"python -m pecourse.book: {exc}", file=sys.stderr)
+        return 2
 
+
+def _run(args) -> int:
+    out = args.out or checkout() / DEFAULT_OUT
     if args.command == "build":
         result = build(out, chapters=args.chapters)
         for line in result.warnings:
