@@ -32,8 +32,8 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 def _torch_seeded_by_test_name(request):
     """Each test starts torch's global generator from a seed of its own name, so the numbers
     it draws do not depend on which tests ran before it in its worker (xdist hands out files
-    in an order that changes from run to run: a test once drew positions that failed it
-    on one fresh clone only)."""
+    in an order that changes from run to run, so a draw that fails a test on one run would
+    not come back on the next)."""
     import torch
 
     torch.manual_seed(zlib.crc32(request.node.nodeid.encode()))

@@ -11,7 +11,7 @@ full-size temporaries (``-x2``, the ``cat``, ``x * cos``, ``rotate_half(x) * sin
 result: six passes over memory for work that needs one read and one write. This module does
 that one pass.
 
-How (and why this way). Three options were measured side by side on the course machine
+Why a C kernel: three options, measured side by side on the course machine
 (AMD EPYC, one thread, queries and keys ``[4, 8, 2048, 64]`` float32;
 ``benchmarks/rope_cpu.py``, ``benchmarks/results/rope_cpu.json``), as speed relative to transformers' eager code and to
 a plain copy of the same tensors (the memory-bandwidth limit):
@@ -28,7 +28,7 @@ a plain copy of the same tensors (the memory-bandwidth limit):
   write per element, 8.5x eager and 0.9x a copy (forward; forward + backward 6-7x and
   0.7-0.8x; two runs on a loaded machine).
 
-We use the C kernel. The shared library is cached under the user cache directory
+The shared library is cached under the user cache directory
 (``platformdirs.user_cache_dir("pecourse")``, or ``$PECOURSE_CACHE_DIR``), keyed by a hash of
 the source, the compiler and the CPU, so a fresh clone builds it once, offline. If there is
 no C compiler, the build fails, or ``PECOURSE_NO_CKERNEL=1`` is set, every call falls back to

@@ -1,5 +1,5 @@
-"""Answers from the review of the exercises: right answers the tests used to refuse, and
-wrong answers no test used to catch. ``{student: {slug: (answers, parts that must fail)}}``;
+"""Answers from the review of the exercises: right answers a strict test would refuse, and
+wrong answers a loose test would pass. ``{student: {slug: (answers, parts that must fail)}}``;
 the other answers of each notebook are the solution's."""
 
 REGRESSIONS = {

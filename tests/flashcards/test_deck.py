@@ -87,7 +87,7 @@ def test_history_stays_valid_across_the_rewrite():
     for entry in retired.values():
         assert entry["reason"].strip()
         assert entry.get("replaced_by") is None or entry["replaced_by"] in current
-    # The five wrong cards of the review were retired, not silently rewritten under their ids.
+    # The five cards the review found wrong are retired, not rewritten under their ids.
     for wrong in ("base-bound-4k", "t5-buckets", "irope-rationale", "perm-rnn-cnn-contrast",
                   "pe-four-term-expansion"):  # fmt: skip
         assert wrong in retired and wrong not in current
