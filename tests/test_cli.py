@@ -100,3 +100,11 @@ def test_a_command_that_needs_the_checkout_says_so_outside_one(tmp_path, monkeyp
     err = capsys.readouterr().err
     assert err.startswith("pecourse exercises: ") and "run this from the course's folder" in err
     assert not list(tmp_path.iterdir()), "nothing written outside the checkout"
+
+
+def test_grading_outside_a_checkout_asks_for_the_sources(tmp_path, monkeypatch, capsys):
+    (tmp_path / "class" / "ada").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    assert main(["grade", "class", "--out", "gradebook.csv", "--quiet"]) == 2
+    assert "run from a course checkout, or pass --source" in capsys.readouterr().err
+    assert not (tmp_path / "gradebook.csv").exists()

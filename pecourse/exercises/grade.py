@@ -795,7 +795,8 @@ def grade_class(
         raise ValueError(f"submissions_dir must be a directory, got {str(submissions_dir)!r}")
     sources = {p.stem: p for p in source_notebooks(source_dir)}
     if not sources:
-        raise ValueError(f"no exercise sources found in {source_dir!r}")
+        where = source_dir or "solutions/: run from a course checkout, or pass --source"
+        raise ValueError(f"no exercise sources found in {where}")
     unknown = [e for e in exercises or () if e not in sources]
     if unknown:
         raise ValueError(f"unknown exercise(s) {unknown}; known: {sorted(sources)}")
