@@ -99,6 +99,8 @@ def test_a_command_that_needs_the_checkout_says_so_outside_one(tmp_path, monkeyp
     assert main(["exercises", "build"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("pecourse exercises: ") and "run this from the course's folder" in err
+    assert main(["exercises", "nbgrader", "course"]) == 2
+    assert "run this from the course's folder" in capsys.readouterr().err
     assert not list(tmp_path.iterdir()), "nothing written outside the checkout"
 
 

@@ -19,7 +19,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from .notebook import source_notebooks
+from .notebook import default_source_dir, source_notebooks
 
 __all__ = ["write_course", "next_steps", "nbgrader_command", "CONFIG", "CHECKSUM_NOTE"]
 
@@ -59,7 +59,7 @@ def write_course(course_dir: str | Path, source_dir: str | Path | None = None) -
     """Write ``course_dir/source/<slug>/<slug>.ipynb`` for every exercise and
     ``nbgrader_config.py``; return the notebooks written."""
     course_dir = Path(course_dir).resolve()
-    sources = source_notebooks(Path(source_dir) if source_dir is not None else None)
+    sources = source_notebooks(Path(source_dir) if source_dir is not None else default_source_dir())
     if not sources:
         raise ValueError(f"no exercise sources found in {source_dir!r}")
     written = []
