@@ -89,12 +89,12 @@ checkpoints: setup
 	$(MAKE) results
 
 # Rewrite every recording in pecourse/results from the shipped checkpoints under the protocol
-# of pecourse.evaluate: the experiments (about 20 CPU minutes), the studies (those that train
-# their own seeds take about 155 CPU minutes more; context_use about 40, as it trains rope_long
-# at seeds 1 and 2, needle_seeds about 20, retrieval_seeds and extension_seeds about 14 each,
-# sliding_seeds about 10, augmentation_seeds about 8, extension_controls about 6,
-# embedding_setup about 14, counting_length_generalisation about 10, windowed_passkey about 7)
-# and the base-crossing run of chapter 16 (about 6).
+# of pecourse.evaluate: the experiments (about 20 CPU minutes), the studies and the base-crossing
+# run of chapter 16. Every study trains the (recipe, seed) pairs it needs once, into
+# build/results-log/weights/, which the studies share; the recordings' cpu_seconds sum to about
+# 2.7 CPU-hours (the largest: needle_seeds 23 min, cope_selective_copy 17, retrieval_seeds,
+# extension_seeds and embedding_setup 14 each), plus about 35 minutes for rope_long's seeds 1
+# and 2, which context_use trains. Everything runs on one thread: about 3.5 hours.
 # Each study draws a bar over its models and logs each finished one with its CPU time, then its
 # own total and the total of all; an interrupted run resumes from build/results-log/.
 # A test compares each recording's checkpoint hashes with the shipped files.

@@ -365,121 +365,6 @@ def grid_width_transfer(
     }
 
 
-# --- chapter 10: CoPE vs RoPE on selective copy ---------------------------------------------
-
-#: The model of the shipped ``cope_selective_copy`` / ``rope_selective_copy`` checkpoints.
-COPY_MODEL = dict(d_model=64, n_layers=4, n_heads=4, train_len=64)
-#: Test splits: same 8 letters, fewer blanks (dense), as trained, more blanks (sparse).
-COPY_SPLITS = {"dense": 32, "train": 64, "sparse": 128}
-
-
-def cope_selective_copy(
-    seeds=(0, 1, 2),
-    *,
-    steps: dict | None = None,
-    samples: int = 512,
-    splits: dict | None = None,
-) -> dict:
-    r"""CoPE vs RoPE on selective copy (Golovneva et al. 2024, arXiv:2405.18719, §5), per seed.
-
-    Both schemes use the shipped model (4 layers, ``d = 64``, trained on length 64 with 8
-    letters among blanks) and the shipped recipe, except the number of steps: ``steps``
-    maps ``"cope"``/``"rope"`` to a budget (default 600 for CoPE, the shipped recipe, and
-    4000 for RoPE, more than six times as many). Each model is tested on three splits of
-    the same task — ``splits`` maps a name to a sequence length: fewer blanks between the 8
-    letters (``dense``, 32), as in training (``train``, 64), more (``sparse``, 128) — with
-    ``samples`` fixed evaluation sequences each. Scores: answer-token accuracy and exact
-    match per sequence, with a bootstrap interval over sequences.
-    """
-    seeds = _check_seeds(seeds)
-    steps = {"cope": 600, "rope": 4000, **(steps or {})}
-    splits = dict(splits or COPY_SPLITS)
-    samples = check_int("samples", samples, minimum=1)
-    from .train import RECIPES
-
-    base = RECIPES["cope_selective_copy"]["train"]
-    for scheme in ("cope", "rope"):  # refuse a bad budget before spending minutes on training
-        check_int(f"steps[{scheme!r}]", steps[scheme], minimum=1)
-    runs, cpu = [], 0.0
-    for scheme in ("cope", "rope"):
-        for seed in seeds:
-            train_kwargs = {**base, "steps": steps[scheme], "seed": seed}
-            model, curve, seconds = _train_one({**COPY_MODEL, "plan": scheme}, train_kwargs)
-            cpu += seconds
-            run = {"scheme": scheme, "seed": seed, "cpu_seconds": round(seconds, 1)}
-            run["loss_curve"] = curve
-            for split, length in splits.items():
-                acc = per_sample_accuracy(model, "selective_copy", length, samples=samples)
-                exact = per_sample_accuracy(
-                    model, "selective_copy", length, samples=samples, exact=True
-                )
-                run[split] = {"accuracy": _score(acc), "exact_match": _score(exact)}
-            runs.append(run)
-    summary = {
-        scheme: {
-            split: {
-                metric: _spread([r[split][metric]["mean"] for r in runs if r["scheme"] == scheme])
-                for metric in ("accuracy", "exact_match")
-            }
-            for split in splits
-        }
-        for scheme in ("cope", "rope")
-    }
-    return {
-        "name": "cope_selective_copy",
-        "protocol": {
-            "task": "selective_copy (8 letters among blanks, then '|' and the letters)",
-            "model": COPY_MODEL,
-            "train": {**base, "steps": steps, "seed": "per run"},
-            "splits": splits,
-            "eval_samples": samples,
-            "eval_seed": 4321,
-            "interval": "95% percentile bootstrap over evaluation sequences, 2000 resamples",
-        },
-        "checkpoints": {},
-        "seeds": seeds,
-        "rows": runs,
-        "summary": summary,
-        "cpu_seconds": round(cpu, 1),
-        "versions": _versions(),
-    }
-
-
-def cope_counting(*, lengths=(64, 128), samples: int = 512) -> dict:
-    """The shipped ``cope_counting`` and ``rope_counting`` checkpoints (one seed each) on the
-    counting task at the training length and at twice it: answer accuracy per sequence, with
-    a bootstrap interval over ``samples`` fixed sequences. Evaluation only (seconds)."""
-    from .model import checkpoint_info, load_checkpoint
-
-    samples = check_int("samples", samples, minimum=1)
-    lengths = [check_int("lengths[]", n, minimum=8) for n in lengths]
-    start = time.process_time()
-    rows = []
-    for scheme in ("cope", "rope"):
-        name = f"{scheme}_counting"
-        model = load_checkpoint(name)
-        row = {"model": name, "scheme": scheme, "seed": checkpoint_info(name)["train"]["seed"]}
-        for n in lengths:
-            row[f"length_{n}"] = _score(per_sample_accuracy(model, "counting", n, samples=samples))
-        rows.append(row)
-    return {
-        "name": "cope_counting",
-        "protocol": {
-            "task": "counting ('+' since the last '*', asked after '=')",
-            "checkpoints": [r["model"] for r in rows],
-            "lengths": lengths,
-            "eval_samples": samples,
-            "eval_seed": 4321,
-            "interval": "95% percentile bootstrap over evaluation sequences, 2000 resamples",
-        },
-        "checkpoints": _hashes(["cope_counting", "rope_counting"]),
-        "seeds": sorted({r["seed"] for r in rows}),
-        "rows": rows,
-        "cpu_seconds": round(time.process_time() - start, 1),
-        "versions": _versions(),
-    }
-
-
 # --- chapter 15: what NoPE's quality gap is made of -------------------------------------------
 
 
@@ -1114,6 +999,75 @@ windowed_passkey = Study(
 )
 
 
+# --- chapter 10: CoPE against RoPE on the CoPE paper's tasks ----------------------------------
+
+#: Selective copy's test splits: the same 8 letters among fewer blanks (dense), as trained,
+#: and more (sparse); name -> sequence length.
+COPY_SPLITS = {"dense": 32, "train": 64, "sparse": 128}
+
+
+def _copying(s: dict):
+    def measure(model, name):
+        out = {}
+        for split, n in s["splits"].items():
+            out[split] = {
+                metric: _score(
+                    per_sample_accuracy(
+                        model, "selective_copy", n, samples=s["samples"], exact=exact
+                    )
+                )
+                for metric, exact in (("accuracy", False), ("exact_match", True))
+            }
+        return out
+
+    return measure
+
+
+cope_selective_copy = Study(
+    "cope_selective_copy",
+    r"""CoPE against RoPE on selective copy (Golovneva et al. 2024, arXiv:2405.18719, §5) at three
+    seeds: the shipped CoPE recipe (4 layers, ``d = 64``, length 64 with 8 letters among blanks,
+    600 steps) and RoPE given 4,000 steps, more than six times as many. Each model is tested on
+    three splits (:data:`COPY_SPLITS`) with ``samples`` fixed sequences each: answer-token
+    accuracy and exact match per sequence, with a bootstrap interval over sequences.""",
+    ("cope_selective_copy", "rope_selective_copy_4000"),
+    _copying,
+    {"splits": COPY_SPLITS, "samples": 512},
+    {
+        "task": "selective_copy (8 letters among blanks, then '|' and the letters)",
+        "eval_seed": 4321,
+        "interval": "95% percentile bootstrap over evaluation sequences, 2000 resamples",
+    },
+)
+
+
+def _counting_at(s: dict):
+    def measure(model, name):
+        samples = s["samples"]
+        return {
+            f"length_{n}": _score(per_sample_accuracy(model, "counting", n, samples=samples))
+            for n in s["lengths"]
+        }
+
+    return measure
+
+
+cope_counting = Study(
+    "cope_counting",
+    r"""CoPE against RoPE on counting at three seeds of the shipped recipes (600 steps each):
+    answer accuracy at the training length and at twice it, with a bootstrap interval over
+    ``samples`` fixed sequences.""",
+    ("cope_counting", "rope_counting"),
+    _counting_at,
+    {"lengths": (64, 128), "samples": 512},
+    {
+        "task": "counting ('+' since the last '*', asked after '=')",
+        "eval_seed": 4321,
+        "interval": "95% percentile bootstrap over evaluation sequences, 2000 resamples",
+    },
+)
+
+
 #: The counting models of :data:`counting_length_generalisation` (:mod:`pecourse.train`).
 COUNTING_MODELS = (
     "nope_counting",
@@ -1122,16 +1076,6 @@ COUNTING_MODELS = (
     "nope_counting_long",
     "rope_counting_long",
 )
-
-
-def _counting(s: dict):
-    def measure(model, name):
-        return {
-            f"length_{n}": _score(per_sample_accuracy(model, "counting", n, samples=s["samples"]))
-            for n in s["lengths"]
-        }
-
-    return measure
 
 
 def _learned_ranking(recording: dict, s: dict) -> dict:
@@ -1155,7 +1099,7 @@ counting_length_generalisation = Study(
     over ``samples`` sequences; the ranking at the longest length is among the models that
     learned the task at the training length only.""",
     COUNTING_MODELS,
-    _counting,
+    _counting_at,
     {"lengths": (64, 128, 256), "samples": 256, "learned_at": 0.9},
     {
         "task": "counting ('+' since the last '*', asked after '='; counts stay below 10)",

@@ -565,6 +565,8 @@ STUDY_RECIPES: dict[str, dict] = {
             ("swa_rope", "swa_rope,swa_rope,swa_rope,rope"),
         )
     },
+    # Chapter 10: RoPE on selective copy with more than six times CoPE's 600 steps.
+    "rope_selective_copy_4000": _recipe("rope", data="selective_copy", steps=4000),
     # Chapter 15: NoPE with a start marker at the head of every training window (the anchor of
     # Kazemnejad et al.'s Theorem 1 construction), against the shipped NoPE and RoPE.
     "nope_bos": _recipe("nope", data="text+bos"),

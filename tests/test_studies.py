@@ -115,12 +115,13 @@ def test_grid_width_transfer_runs_and_summarises():
 
 
 def test_cope_selective_copy_runs_on_a_tiny_budget():
-    out = studies.cope_selective_copy(
-        seeds=(0,), steps={"cope": 1, "rope": 1}, samples=2, splits={"dense": 32}
-    )
-    assert [(r["scheme"], r["seed"]) for r in out["rows"]] == [("cope", 0), ("rope", 0)]
+    out = studies.cope_selective_copy(seeds=(0,), steps=1, samples=2, splits={"dense": 32})
+    assert [(r["model"], r["seed"]) for r in out["rows"]] == [
+        ("cope_selective_copy", 0),
+        ("rope_selective_copy_4000", 0),
+    ]
     assert set(out["rows"][0]["dense"]) == {"accuracy", "exact_match"}
-    assert out["protocol"]["train"]["steps"] == {"cope": 1, "rope": 1}
+    assert [r["train_steps"] for r in out["rows"]] == [1, 1]
 
 
 def test_text_window_losses_score_the_same_characters_with_and_without_a_marker():
@@ -139,7 +140,7 @@ def test_studies_refuse_bad_arguments():
     with pytest.raises(ValueError, match="seeds"):
         studies.grid_width_transfer(seeds=())
     with pytest.raises(TypeError, match="steps"):
-        studies.cope_selective_copy(seeds=(0,), steps={"rope": 1.5})
+        studies.cope_selective_copy(seeds=(0,), steps=1.5)
     with pytest.raises(ValueError, match="name"):
         studies.load("no_such_study")
     with pytest.raises(TypeError, match="name"):
@@ -187,19 +188,14 @@ def test_grid_width_transfer_recording():
 
 
 def test_cope_selective_copy_recording():
-    copy, defaults = studies.load("cope_selective_copy"), _defaults(studies.cope_selective_copy)
-    _check_summary(copy)
-    assert list(defaults["seeds"]) == copy["seeds"]
-    assert copy["protocol"]["splits"] == studies.COPY_SPLITS
-    assert copy["protocol"]["eval_samples"] == defaults["samples"]
-    assert copy["protocol"]["train"]["steps"] == {"cope": 600, "rope": 4000}
-    # the recipe the runs used is still the shipped one
-    from pecourse.train import RECIPES
+    """RoPE got more than six times CoPE's budget, read from the recipes the runs used."""
+    from pecourse.train import recipe
 
-    recipe = RECIPES["cope_selective_copy"]["train"]
-    assert {k: copy["protocol"]["train"][k] for k in recipe if k != "steps"} == {
-        k: v for k, v in recipe.items() if k != "steps"
-    }
+    copy = studies.load("cope_selective_copy")
+    assert copy["protocol"]["splits"] == studies.COPY_SPLITS
+    steps = {r["model"]: r["train_steps"] for r in copy["rows"]}
+    assert steps == {m: recipe(m)["train"]["steps"] for m in copy["protocol"]["models"]}
+    assert steps["rope_selective_copy_4000"] > 6 * steps["cope_selective_copy"]
 
 
 def test_windowed_passkey_recording():
@@ -292,10 +288,10 @@ def test_record_writes_what_load_reads(tmp_path):
 def test_cope_counting_recording_recomputes():
     """Evaluation only (a few seconds): the shipped RoPE counting model gives the recorded numbers."""
     rec = studies.load("cope_counting")
-    row = next(r for r in rec["rows"] if r["model"] == "rope_counting")
+    row = _runs_by(rec)["rope_counting", 0]
     model = load_checkpoint("rope_counting")
     for n in rec["protocol"]["lengths"]:
-        samples = rec["protocol"]["eval_samples"]
+        samples = rec["protocol"]["samples"]
         again = studies.per_sample_accuracy(model, "counting", n, samples=samples)
         assert float(again.mean()) == pytest.approx(row[f"length_{n}"]["mean"], abs=1e-4)
 
