@@ -926,3 +926,29 @@ def test_a_declared_study_refuses_bad_settings_and_models():
         studies.extrapolation_seeds(models=("rope_long",))
     with pytest.raises(ValueError, match="steps"):
         studies.extrapolation_seeds(steps=0)
+
+
+@pytest.mark.slow
+def test_the_controls_recompute_from_their_checkpoints():
+    """One row of each control recording, from a shipped checkpoint (evaluation only): the
+    windowed arms' starting point (rope_passkey's weights in the swa_rope layout, step 0) and
+    the sinusoidal model of the one-setup table at 64."""
+    from pecourse.evaluate import needle_outcomes, perplexity_interval, retrieval, window_losses
+    from pecourse.model import ModelConfig, TinyGPT
+
+    rec = studies.load("windowed_passkey")
+    base = load_checkpoint("rope_passkey")
+    arm = TinyGPT(ModelConfig(**recipe("rope_passkey_swa_rope")["model"])).eval()
+    arm.load_state_dict(base.state_dict())
+    p = rec["protocol"]
+    got = retrieval(
+        needle_outcomes(arm, p["distances"], length=64, samples=p["samples"], key_len=2)
+    )
+    recorded_row = _runs_by(rec)["rope_passkey", 0]["step0"]["rope_passkey_swa_rope"]
+    assert {str(d): c["accuracy"] for d, c in got.items()} == {
+        d: c["accuracy"] for d, c in recorded_row.items()
+    }
+    setup = studies.load("embedding_setup")
+    again = perplexity_interval(window_losses(load_checkpoint("sinusoidal"), 64))
+    cell = _runs_by(setup)["sinusoidal", 0]["64"]
+    assert again["perplexity"] == pytest.approx(cell["perplexity"], abs=2e-3)
