@@ -320,6 +320,9 @@ def context_losses(model, length: int | None = None, *, tokens: int = EVAL_TOKEN
     predictions (Khandelwal et al. 2018, ACL, arXiv:1805.04623, measure how much context an
     LSTM uses by the rise in loss when its context is truncated) lets a gain of a thousandth
     of a nat show; loss by position mixes context with which text sits at each position.
+    Each character is scored at positions ``c … 2c - 1`` of its window, so for a model that
+    reads absolute positions (a learned or sinusoidal table) a change with ``c`` mixes more
+    context with different position ids.
     """
     _check_model(model)
     length = check_int(
