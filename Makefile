@@ -85,11 +85,11 @@ exercises: setup
 
 # Retrain every shipped checkpoint, then rewrite every recording from them.
 checkpoints: setup
-	$(BIN)/python -m pecourse.experiments retrain
+	$(BIN)/python -m pecourse.lab.experiments retrain
 	$(MAKE) results
 
-# Rewrite every recording in pecourse/results from the shipped checkpoints under the protocol
-# of pecourse.evaluate: the experiments (about 20 CPU minutes), the studies and the base-crossing
+# Rewrite every recording in pecourse/lab/results from the shipped checkpoints under the protocol
+# of pecourse.lab.evaluate: the experiments (about 20 CPU minutes), the studies and the base-crossing
 # run of chapter 16. Every study trains the (recipe, seed) pairs it needs once, into
 # build/results-log/weights/, which the studies share; the recordings' cpu_seconds sum to about
 # 2.7 CPU-hours (the largest: needle_seeds 23 min, cope_selective_copy 17, retrieval_seeds,
@@ -99,9 +99,9 @@ checkpoints: setup
 # own total and the total of all; an interrupted run resumes from build/results-log/.
 # A test compares each recording's checkpoint hashes with the shipped files.
 results: setup
-	$(BIN)/python -m pecourse.experiments run --save
-	$(BIN)/python -m pecourse.studies run $(STUDIES) --log-dir build/results-log
-	$(BIN)/python -m pecourse.base_crossing
+	$(BIN)/python -m pecourse.lab.experiments run --save
+	$(BIN)/python -m pecourse.lab.studies run $(STUDIES) --log-dir build/results-log
+	$(BIN)/python -m pecourse.lab.base_crossing
 
 STUDIES := cope_counting text_extrapolation imposed_windows windowed_passkey grid_width_transfer \
 	cope_selective_copy nope_anchor counting_length_generalisation extrapolation_seeds \

@@ -1,21 +1,21 @@
-"""The course's training step on the CPU, side by side in one run: ``pecourse.train``'s step
+"""The course's training step on the CPU, side by side in one run: ``pecourse.lab.train``'s step
 (forward, loss, backward, gradient clipping, AdamW) for a shipped recipe vs the same model
 under ``torch.compile`` vs torch's own ``nn.TransformerEncoder`` of the same size.
 
     .venv/bin/python benchmarks/train_cpu.py [--quick] [--recipe rope] [--threads 2] [--rounds R]
         [--repeats 3]
 
-Every variant runs :func:`pecourse.train.train_step` (forward, loss, backward, clipping,
+Every variant runs :func:`pecourse.lab.train.train_step` (forward, loss, backward, clipping,
 optimiser step) on the same batches (drawn once from the recipe's data, then cycled) with
 AdamW of the same hyper-parameters and parameter groups; they differ in the network and in
 the AdamW implementation:
 
-- ``pecourse train step``: the step as :func:`pecourse.train.train` runs the recipe: the
-  eager model and the course's optimiser (:func:`pecourse.train.make_optimizer`, fused
+- ``pecourse train step``: the step as :func:`pecourse.lab.train.train` runs the recipe: the
+  eager model and the course's optimiser (:func:`pecourse.lab.train.make_optimizer`, fused
   AdamW);
 - ``pecourse train step, compiled``: the same with ``compile="yes"``: the model under
   ``torch.compile``, checked against the eager model on this machine first
-  (:func:`pecourse.train.prepare_network`);
+  (:func:`pecourse.lab.train.prepare_network`);
 - ``torch.compile(TinyGPT)``: the same model wrapped by ``torch.compile`` with torch's
   default AdamW, as a user would write it;
 - ``nn.TransformerEncoder``: torch's layers of the same size (``d_model``, heads, layers,
@@ -56,9 +56,9 @@ import torch  # noqa: E402
 from torch import nn  # noqa: E402
 from torch.nn import functional as F  # noqa: E402
 
-from pecourse import train as train_mod  # noqa: E402
-from pecourse.model import ModelConfig, TinyGPT  # noqa: E402
-from pecourse.train import RECIPES, TrainConfig, make_optimizer, train_step  # noqa: E402
+from pecourse.lab import train as train_mod  # noqa: E402
+from pecourse.lab.model import ModelConfig, TinyGPT  # noqa: E402
+from pecourse.lab.train import RECIPES, TrainConfig, make_optimizer, train_step  # noqa: E402
 
 MAIN = "pecourse train step"
 COURSE_COMPILED = "pecourse train step, compiled"

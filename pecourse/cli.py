@@ -37,7 +37,7 @@ COMMANDS = {
         "the class at a glance: an offline HTML report with plots and an LMS CSV from "
         "the SQLite gradebook(s)",
     ),
-    "train": ("pecourse.train", "train the tiny model (one run, one shipped recipe, or --all)"),
+    "train": ("pecourse.lab.train", "train the tiny model (one run, one shipped recipe, or --all)"),
 }
 
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from pecourse import model as model_mod
 from pecourse.attention import attention, causal_mask
+from pecourse.lab import model as model_mod
 
 from .positions.test_package_shape import _places_in_use
 

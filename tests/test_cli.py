@@ -53,7 +53,7 @@ def test_help_imports_no_command_module():
         "import sys; from pecourse.cli import main\n"
         "try:\n    main(['--help'])\nexcept SystemExit as e:\n    assert e.code == 0\n"
         "print([m for m in sys.modules if m in ('torch', 'nbformat') or m.startswith("
-        "('pecourse.info', 'pecourse.flashcards', 'pecourse.exercises', 'pecourse.train'))])"
+        "('pecourse.info', 'pecourse.flashcards', 'pecourse.exercises', 'pecourse.lab.train'))])"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr

@@ -63,7 +63,7 @@ def _reachable(start: str) -> set[str]:
 
 def test_the_graph_sees_lazy_imports():
     # model imports the position modules at the top, kernels.flex imports them in functions
-    assert "pecourse.positions.rope" in GRAPH["pecourse.model"]
+    assert "pecourse.positions.rope" in GRAPH["pecourse.lab.model"]
     assert "pecourse.positions.relative" in GRAPH["pecourse.kernels.flex"]
 
 
@@ -103,7 +103,7 @@ def test_the_deck_and_the_grader_do_not_import_the_model_or_torch(module):
             else f"importlib.import_module({module!r});"
         )
         + "heavy = sorted(m for m in sys.modules if m == 'torch' or m.startswith(("
-        "'pecourse.model', 'pecourse.positions', 'pecourse.kernels', 'pecourse.train')));"
+        "'pecourse.lab.model', 'pecourse.positions', 'pecourse.kernels', 'pecourse.lab.train')));"
         "print(heavy)"
     )
     out = subprocess.run(

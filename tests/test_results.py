@@ -1,4 +1,4 @@
-"""pecourse.results.recorded: one loader for every shipped recording, experiments and studies."""
+"""pecourse.lab.results.recorded: one loader for every shipped recording, experiments and studies."""
 
 import json
 from importlib import resources
@@ -6,14 +6,16 @@ from importlib import resources
 import pytest
 import torch
 
-from pecourse.results import made_with_this_torch, recorded, recordings
+from pecourse.lab.results import made_with_this_torch, recorded, recordings
 
 
 def test_every_recording_loads_with_the_one_loader():
     names = recordings()
     assert len(names) >= 10
     for name in names:
-        data = json.loads(resources.files("pecourse.results").joinpath(f"{name}.json").read_text())
+        data = json.loads(
+            resources.files("pecourse.lab.results").joinpath(f"{name}.json").read_text()
+        )
         assert recorded(name) == data
 
 
@@ -78,7 +80,7 @@ _DROP = object()
     ],
 )
 def test_the_schema_refuses_a_broken_recording_naming_the_field(changes, error):
-    from pecourse.results import validate
+    from pecourse.lab.results import validate
 
     assert validate(_minimal()) == _minimal()
     with pytest.raises((ValueError, TypeError), match=error):
@@ -86,7 +88,7 @@ def test_the_schema_refuses_a_broken_recording_naming_the_field(changes, error):
 
 
 def test_write_validates_and_leaves_the_previous_recording_whole(tmp_path, monkeypatch):
-    from pecourse import results
+    from pecourse.lab import results
 
     path = results.write(_minimal(), tmp_path)
     assert json.loads(path.read_text()) == _minimal()

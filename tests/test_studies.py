@@ -1,4 +1,4 @@
-"""pecourse.studies: intervals, per-sample scores, the studies' shapes and their recordings."""
+"""pecourse.lab.studies: intervals, per-sample scores, the studies' shapes and their recordings."""
 
 import inspect
 import json
@@ -6,13 +6,13 @@ import json
 import pytest
 import torch
 
-from pecourse import evaluate, studies
-from pecourse.data import corpus
-from pecourse.model import checkpoint_info, load_checkpoint
+from pecourse.lab import evaluate, studies
+from pecourse.lab.data import corpus
+from pecourse.lab.model import checkpoint_info, load_checkpoint
+from pecourse.lab.results import recorded
+from pecourse.lab.train import recipe
 from pecourse.positions.multidim import AxialRoPE
 from pecourse.positions.rope import RoPE
-from pecourse.results import recorded
-from pecourse.train import recipe
 
 # --- bootstrap_interval -----------------------------------------------------------------------
 
@@ -189,7 +189,7 @@ def test_grid_width_transfer_recording():
 
 def test_cope_selective_copy_recording():
     """RoPE got more than six times CoPE's budget, read from the recipes the runs used."""
-    from pecourse.train import recipe
+    from pecourse.lab.train import recipe
 
     copy = studies.load("cope_selective_copy")
     assert copy["protocol"]["splits"] == studies.COPY_SPLITS
@@ -250,7 +250,7 @@ def test_counting_and_anchor_recordings():
     assert top == sorted(top, reverse=True)
     anchor = studies.load("nope_anchor")
     # seed 0 of rope and nope is the shipped checkpoint: its recorded loss curve is the shipped one
-    from pecourse.model import checkpoint_info
+    from pecourse.lab.model import checkpoint_info
 
     shipped = _runs_by(anchor)["nope", 0]
     assert shipped["loss_curve"] == checkpoint_info("nope")["loss_curve"]
@@ -270,7 +270,7 @@ def test_evaluation_recordings_match_their_protocols():
 @pytest.mark.slow
 def test_text_extrapolation_recording_recomputes():
     """Evaluation only (about 10 s): ALiBi's recorded perplexity at 512, recomputed on the same text."""
-    from pecourse.evaluate import perplexity_interval, window_losses
+    from pecourse.lab.evaluate import perplexity_interval, window_losses
 
     old = _runs_by(studies.load("text_extrapolation"))["alibi", 0]
     again = perplexity_interval(window_losses(load_checkpoint("alibi"), 512))
@@ -399,7 +399,7 @@ def test_retrieval_seeds_recording():
     """Seed 0 is the shipped checkpoint, so its numbers are effective_context's (long
     sequences) and rope_base's (length 64); every cell's Wilson interval is recomputed from
     its counts; each run keeps its recipe's budget; the summary is the runs'."""
-    from pecourse.train import RECIPES
+    from pecourse.lab.train import RECIPES
 
     rec = studies.load("retrieval_seeds")
     p = rec["protocol"]
@@ -479,7 +479,7 @@ def test_extension_seeds_continues_each_seeds_own_base_and_resumes(tmp_path, mon
     """A fine-tune of seed s starts from the base trained with seed s (not the shipped one);
     a resumed call retrains only what its log lacks, and a parent whose weights were lost is
     retrained (the same weights: training is deterministic) before its child."""
-    from pecourse.model import load_checkpoint as load
+    from pecourse.lab.model import load_checkpoint as load
 
     names = ("rope", "rope_pose_pi_finetune")
     log = tmp_path / "runs.jsonl"
@@ -612,10 +612,10 @@ def test_extension_seeds_recording_recomputes():
 def test_needle_seeds_measures_what_the_experiments_measure(monkeypatch):
     """A stand-in for training (the shipped weights) makes the study's cells the experiments'
     cells at the same sample count; non-passkey recipes are refused."""
-    from pecourse import experiments
+    from pecourse.lab import experiments
 
     def fresh_copy(model_kwargs, train_kwargs):  # the shipped weights, as training returns them:
-        from pecourse.model import TinyGPT  # a model without a checkpoint record
+        from pecourse.lab.model import TinyGPT  # a model without a checkpoint record
 
         model = TinyGPT(load_checkpoint("t5_passkey").config)
         model.load_state_dict(load_checkpoint("t5_passkey").state_dict())
@@ -642,7 +642,7 @@ def test_needle_seeds_measures_what_the_experiments_measure(monkeypatch):
 def test_needle_seeds_recording():
     """Seed 0 is the shipped checkpoints, so its cells are needle_grid's and multikey's; each
     run keeps its recipe's budget; every Wilson interval is its counts'; the summary is the runs'."""
-    from pecourse.train import RECIPES
+    from pecourse.lab.train import RECIPES
 
     rec = studies.load("needle_seeds")
     p = rec["protocol"]
@@ -678,7 +678,7 @@ def test_a_recorded_seed_retraces_from_its_recipe():
     """The seeds the studies trained and kept only as numbers come from the shipped recipe
     with that seed: retraining rope with seed 1 for its first 61 steps lands on the loss curve
     that extrapolation_seeds, augmentation_seeds and extension_seeds recorded for it."""
-    from pecourse.train import train_recipe
+    from pecourse.lab.train import train_recipe
 
     curves = [
         _runs_by(studies.load(name))["rope", 1]["loss_curve"]
@@ -718,13 +718,13 @@ def test_sliding_seeds_recording():
 
 def test_make_results_reruns_every_recording():
     """`make results` must rewrite every recording: each study is in the Makefile's STUDIES
-    list, and every file in pecourse/results comes from an experiment, a study or the
+    list, and every file in pecourse/lab/results comes from an experiment, a study or the
     base-crossing run."""
     import re
     from pathlib import Path
 
-    from pecourse import experiments
-    from pecourse.results import recordings
+    from pecourse.lab import experiments
+    from pecourse.lab.results import recordings
 
     makefile = (Path(__file__).resolve().parents[1] / "Makefile").read_text()
     listed = set(
@@ -749,7 +749,7 @@ def test_the_studies_command_logs_cpu_time_and_resumes_from_its_log_dir(
 
     monkeypatch.setitem(studies.STUDIES, "extrapolation_seeds", tiny)
     monkeypatch.setattr(studies, "PROGRESS", False)  # main turns the bars on
-    caplog.set_level(logging.INFO, logger="pecourse.studies")
+    caplog.set_level(logging.INFO, logger="pecourse.lab.studies")
     argv = ["run", "extrapolation_seeds", "--out", str(out), "--log-dir", str(logs)]
     assert studies.main(argv) == 0
     first = json.loads((out / "extrapolation_seeds.json").read_text())
@@ -767,7 +767,7 @@ def test_the_studies_command_logs_cpu_time_and_resumes_from_its_log_dir(
 
 
 def test_context_use_scores_each_model_at_its_own_training_length(tmp_path):
-    from pecourse.results import validate
+    from pecourse.lab.results import validate
 
     out = studies.context_use(
         seeds=(1,), models=("alibi", "rope_long"), tokens=512, steps=1, log=tmp_path / "log"
@@ -784,8 +784,8 @@ def test_context_use_scores_each_model_at_its_own_training_length(tmp_path):
 def test_context_use_recording():
     """Every model at every default seed; the summary is the rows'; seed 0 of a recipe is its
     shipped checkpoint, recomputed here for the 64-character RoPE model (a few seconds)."""
-    from pecourse.evaluate import context_losses, context_used
-    from pecourse.model import load_checkpoint
+    from pecourse.lab.evaluate import context_losses, context_used
+    from pecourse.lab.model import load_checkpoint
 
     rec, defaults = studies.load("context_use"), _defaults(studies.context_use)
     assert rec["protocol"]["models"] == list(defaults["names"])
@@ -797,7 +797,7 @@ def test_context_use_recording():
         assert rec["context_used"][m] == [r["context_used"] for r in mine]
         assert rec["summary"][m]["context_used"]["per_seed"] == rec["context_used"][m]
         assert runs[m, 0]["source"] == "shipped checkpoint"
-    # what the recipes' comments say of them (pecourse.train.RECIPES): the long-window model
+    # what the recipes' comments say of them (pecourse.lab.train.RECIPES): the long-window model
     # gains from 64 characters and more at every seed, the 64-character ones from fewer
     assert min(rec["context_used"]["rope_long"]) >= 64
     assert max(rec["context_used"]["rope"] + rec["context_used"]["alibi"]) <= 16
@@ -809,7 +809,7 @@ def test_context_use_recording():
 
 
 def test_extension_controls_continue_each_seeds_own_base(tmp_path):
-    from pecourse.results import validate
+    from pecourse.lab.results import validate
 
     kw = dict(lengths=(64, 128), tokens=256, distances=(16,), samples=4, steps=1)
     out = studies.extension_controls(
@@ -836,8 +836,8 @@ def test_extension_controls_continue_each_seeds_own_base(tmp_path):
 def test_extension_controls_recording():
     """Every control at every default seed, seed 0 the shipped checkpoint; the summary is the
     rows'; one seed-0 cell recomputed from its checkpoint."""
-    from pecourse.evaluate import perplexity_interval, window_losses
-    from pecourse.model import load_checkpoint
+    from pecourse.lab.evaluate import perplexity_interval, window_losses
+    from pecourse.lab.model import load_checkpoint
 
     rec, defaults = studies.load("extension_controls"), _defaults(studies.extension_controls)
     assert rec["protocol"]["models"] == list(defaults["names"])
@@ -874,7 +874,7 @@ def test_a_declared_studys_recording_is_its_rows_read_by_its_declaration(name):
     """Every declared study's recording: three or more seeds, every (model, seed) once, seed 0
     of a shipped recipe its checkpoint, and its protocol, summary and added fields exactly what
     the declaration reads from its rows (so a changed declaration makes the file stale)."""
-    from pecourse.train import RECIPES
+    from pecourse.lab.train import RECIPES
 
     study, rec = studies.STUDIES[name], studies.load(name)
     assert len(rec["seeds"]) >= 3 and rec["protocol"]["models"] == list(study.models)
@@ -933,8 +933,8 @@ def test_the_controls_recompute_from_their_checkpoints():
     """One row of each control recording, from a shipped checkpoint (evaluation only): the
     windowed arms' starting point (rope_passkey's weights in the swa_rope layout, step 0) and
     the sinusoidal model of the one-setup table at 64."""
-    from pecourse.evaluate import needle_outcomes, perplexity_interval, retrieval, window_losses
-    from pecourse.model import ModelConfig, TinyGPT
+    from pecourse.lab.evaluate import needle_outcomes, perplexity_interval, retrieval, window_losses
+    from pecourse.lab.model import ModelConfig, TinyGPT
 
     rec = studies.load("windowed_passkey")
     base = load_checkpoint("rope_passkey")

@@ -33,7 +33,7 @@ START_HERE = "00_start_here"
 # Sphinx from reading this folder as pages.
 DOWNLOADS = "_ipynb"
 # Package files that get a source page (the trained checkpoints and the deck do not).
-RESULTS = "pecourse/results/"  # recordings: their pages show their rows as tables
+RESULTS = "pecourse/lab/results/"  # recordings: their pages show their rows as tables
 SOURCE_GLOBS = ("pecourse/**/*.py", RESULTS + "*.json")
 
 

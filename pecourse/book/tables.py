@@ -11,7 +11,7 @@ a label followed by values (numbers, numbers with an interval, ``—``, ``n/a``)
 the header's columns — one for one, the same number in each (the rows that list one value per
 seed), or each under the column edge nearest to it — leaving no column empty, and the cells,
 read back in order, hold the row's characters exactly.
-Anything else stays printed text, as it was. Recordings (``pecourse/results/*.json``) are
+Anything else stays printed text, as it was. Recordings (``pecourse/lab/results/*.json``) are
 shown as tables too: :func:`recording_page`.
 """
 
@@ -349,7 +349,7 @@ def recording_page(repo_path: str, recording: dict) -> str:
     # Out of the search: its numbers are in the chapters that read it, where they mean something.
     stem = name.removesuffix(".json")
     lines = ["---", "nosearch: true", "---", "", f"# Recording: {stem}", ""]
-    lines += [f"The file `{repo_path}`, as `pecourse.results.recorded({stem!r})` reads it.", ""]
+    lines += [f"The file `{repo_path}`, as `pecourse.lab.results.recorded({stem!r})` reads it.", ""]
     about = {k: v for k, v in recording.items() if k != "rows" and not isinstance(v, (dict, list))}
     if isinstance(recording.get("summary"), dict):  # the reading a chapter's prose asserts
         about.update(_flatten(recording["summary"], "summary."))

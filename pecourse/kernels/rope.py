@@ -11,7 +11,7 @@ the same signature:
 - :func:`pecourse.kernels.rope_cpu.rotate` rotates in one pass with a small C kernel.
 
 Together they are :data:`FAST_ROPE`, the backend the model gives its rotary layers
-(:func:`pecourse.model.build_scheme`). :data:`apply_rope` is
+(:func:`pecourse.lab.model.build_scheme`). :data:`apply_rope` is
 :func:`pecourse.positions.rope.apply_rope` with ``backend=FAST_ROPE``: the same function,
 so the same arguments, checks and numbers.
 """

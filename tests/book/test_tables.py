@@ -11,7 +11,7 @@ from pecourse.book import pages, tables
 
 ROOT = course.checkout()
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
-RECORDINGS = sorted((ROOT / "pecourse" / "results").glob("*.json"))
+RECORDINGS = sorted((ROOT / "pecourse" / "lab" / "results").glob("*.json"))
 
 # As chapter 14 prints it: the last cell of two rows overflows its 19 characters and runs
 # into the one before it.
@@ -158,6 +158,6 @@ def test_the_book_shows_recordings_as_tables(tmp_path):
     from pecourse.book import builder
 
     builder.stage(tmp_path, chapters=[12])  # chapter 12 links to its recording
-    page = Path(tmp_path, "source", "pecourse", "results", "extrapolation.json.md")
+    page = Path(tmp_path, "source", "pecourse", "lab", "results", "extrapolation.json.md")
     assert "\n# Recording: extrapolation\n" in page.read_text(encoding="utf-8")
-    assert Path(tmp_path, "source", "pecourse", "results", "extrapolation.json").exists()
+    assert Path(tmp_path, "source", "pecourse", "lab", "results", "extrapolation.json").exists()

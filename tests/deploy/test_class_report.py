@@ -183,7 +183,7 @@ def test_a_path_that_is_not_a_gradebook_is_refused_and_left_as_it_was(tmp_path, 
 def test_the_report_module_loads_neither_torch_nor_the_model():
     code = (
         "import sys, pecourse.report; "
-        "print(sorted(m for m in ('torch', 'pecourse.model') if m in sys.modules))"
+        "print(sorted(m for m in ('torch', 'pecourse.lab.model') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

@@ -121,7 +121,7 @@ def test_kernels_apply_rope_gives_the_reference_numbers():
 
 
 def test_the_model_rotates_on_the_fast_backend_with_the_reference_numbers():
-    from pecourse.model import ModelConfig, TinyGPT, replace_rope
+    from pecourse.lab.model import ModelConfig, TinyGPT, replace_rope
 
     model = TinyGPT(ModelConfig(d_model=32, n_layers=2, n_heads=2, train_len=16)).eval()
     assert all(block.attn.scheme.backend is FAST_ROPE for block in model.blocks)

@@ -6,7 +6,7 @@ from importlib.resources import files
 import pytest
 import torch
 
-from pecourse import base_crossing as bc
+from pecourse.lab import base_crossing as bc
 
 
 def test_batch_has_one_matching_key_at_the_stated_distance():
@@ -51,7 +51,7 @@ def test_training_is_deterministic_per_seed():
 
 def test_recording_matches_the_code_that_writes_it():
     recording = json.loads(
-        files("pecourse").joinpath("results", "rope_base_crossing.json").read_text()
+        files("pecourse.lab").joinpath("results", "rope_base_crossing.json").read_text()
     )
     assert recording["bases"] == list(bc.BASES) and recording["seeds"] == list(bc.SEEDS)
     assert len(recording["rows"]) == len(bc.BASES) * len(bc.SEEDS)
@@ -68,7 +68,7 @@ def test_one_recorded_run_is_reproduced():
     # Retrains one (base, seed) of the recording with the recorded protocol: 300 steps, about
     # 30 s of CPU (the backward pass dominates), hence slow; it still runs in make test.
     recording = json.loads(
-        files("pecourse").joinpath("results", "rope_base_crossing.json").read_text()
+        files("pecourse.lab").joinpath("results", "rope_base_crossing.json").read_text()
     )
     row = next(r for r in recording["rows"] if r["base"] == 300.0 and r["seed"] == 0)
     model, _ = bc.train_retriever(300.0, 0, steps=recording["protocol"]["steps"])

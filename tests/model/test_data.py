@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from pecourse import data
+from pecourse.lab import data
 
 
 def test_vocab_is_fixed_and_covers_the_corpus():

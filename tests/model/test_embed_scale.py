@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from pecourse.model import ModelConfig, TinyGPT
+from pecourse.lab.model import ModelConfig, TinyGPT
 
 
 @pytest.mark.parametrize(

@@ -5,8 +5,8 @@ import math
 import pytest
 import torch
 
-from pecourse import evaluate as ev
-from pecourse.model import ModelConfig, TinyGPT
+from pecourse.lab import evaluate as ev
+from pecourse.lab.model import ModelConfig, TinyGPT
 
 SMALL = dict(d_model=32, n_layers=2, n_heads=4, train_len=32)
 

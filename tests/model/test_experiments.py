@@ -4,9 +4,9 @@ import json
 
 import pytest
 
-from pecourse import evaluate as ev
-from pecourse import experiments as ex
-from pecourse.results import recorded, recordings
+from pecourse.lab import evaluate as ev
+from pecourse.lab import experiments as ex
+from pecourse.lab.results import recorded, recordings
 
 
 def test_the_two_rope_base_models_straddle_the_bound():
@@ -14,7 +14,7 @@ def test_the_two_rope_base_models_straddle_the_bound():
     import torch
 
     from pecourse.derivations import rope_base_lower_bound
-    from pecourse.model import checkpoint_info
+    from pecourse.lab.model import checkpoint_info
 
     cfg = checkpoint_info("rope")["config"]
     head_dim, length = cfg["d_model"] // cfg["n_heads"], cfg["train_len"]
@@ -28,7 +28,7 @@ def test_the_two_rope_base_models_straddle_the_bound():
 
 
 # Each experiment end to end on a small budget: every model, the code path and the shape of
-# the recording (the chapters' numbers come from the full protocol, in pecourse/results).
+# the recording (the chapters' numbers come from the full protocol, in pecourse/lab/results).
 SMALL = {
     "extrapolation": dict(lengths=(64, 128), tokens=512),
     "loss_by_position": dict(tokens=512),
@@ -106,7 +106,7 @@ def test_experiments_record_into_a_folder(tmp_path):
 
 
 def test_fmt_and_order_read_intervals():
-    from pecourse.results import fmt, order
+    from pecourse.lab.results import fmt, order
 
     a = {"perplexity": 4.771, "ci95": [4.70, 4.84]}
     b = {"perplexity": 5.2, "ci95": [4.9, 5.5]}

@@ -5,7 +5,7 @@ import json
 import pytest
 import torch
 
-from pecourse.model import (
+from pecourse.lab.model import (
     SCHEMES,
     ModelConfig,
     TinyGPT,

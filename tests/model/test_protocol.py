@@ -1,4 +1,4 @@
-"""The evaluation protocol of pecourse.evaluate: intervals, window losses, retrieval counts."""
+"""The evaluation protocol of pecourse.lab.evaluate: intervals, window losses, retrieval counts."""
 
 import math
 import statistics
@@ -6,8 +6,8 @@ import statistics
 import pytest
 import torch
 
-from pecourse import evaluate as ev
-from pecourse.model import ModelConfig, TinyGPT
+from pecourse.lab import evaluate as ev
+from pecourse.lab.model import ModelConfig, TinyGPT
 
 SMALL = dict(d_model=32, n_layers=2, n_heads=4, train_len=32)
 
@@ -182,7 +182,7 @@ class _Copier(TinyGPT):
         self.rule = rule
 
     def forward(self, idx, positions=None, targets=None):
-        from pecourse.data import VOCAB_SIZE, encode
+        from pecourse.lab.data import VOCAB_SIZE, encode
 
         cue = int(encode("@")[0])
         logits = torch.zeros(*idx.shape, VOCAB_SIZE)

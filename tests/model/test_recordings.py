@@ -4,10 +4,10 @@ recomputes a part of each under the protocol and finds it inside the recorded in
 import pytest
 import torch
 
-from pecourse import evaluate as ev
-from pecourse import experiments as ex
-from pecourse.model import checkpoint_sha256, list_checkpoints, load_checkpoint
-from pecourse.results import made_with_this_torch, order, recorded, recordings
+from pecourse.lab import evaluate as ev
+from pecourse.lab import experiments as ex
+from pecourse.lab.model import checkpoint_sha256, list_checkpoints, load_checkpoint
+from pecourse.lab.results import made_with_this_torch, order, recorded, recordings
 
 #: Recordings measured (at least partly) on shipped checkpoints: they must name them.
 FROM_CHECKPOINTS = {

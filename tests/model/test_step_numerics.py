@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from pecourse.attention import MultiHeadAttention, attention
-from pecourse.model import ModelConfig, TinyGPT
-from pecourse.train import TrainConfig, make_optimizer, train_step
-from pecourse.train import _batch as draw_batch
+from pecourse.lab.model import ModelConfig, TinyGPT
+from pecourse.lab.train import TrainConfig, make_optimizer, train_step
+from pecourse.lab.train import _batch as draw_batch
 
 
 def separate_projections(
@@ -46,7 +46,7 @@ def separate_projections(
 def test_stacked_projections_give_each_projections_product(plan, kv_heads, bias):
     """Outputs and gradients (every weight, the input) against separate projections, with
     grouped-query heads and biases too, on the fused and the step-by-step path."""
-    from pecourse.model import build_scheme
+    from pecourse.lab.model import build_scheme
 
     torch.manual_seed(0)
     scheme = build_scheme(plan, d_model=32, num_heads=4)

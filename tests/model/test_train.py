@@ -8,8 +8,8 @@ import sys
 import pytest
 import torch
 
-from pecourse.model import ModelConfig, checkpoint_info, load_checkpoint
-from pecourse.train import RECIPES, TrainConfig, train, train_recipe
+from pecourse.lab.model import ModelConfig, checkpoint_info, load_checkpoint
+from pecourse.lab.train import RECIPES, TrainConfig, train, train_recipe
 
 SMALL = dict(d_model=32, n_layers=2, n_heads=4, train_len=32)
 
@@ -33,7 +33,7 @@ def test_a_few_steps_lower_the_loss_and_are_reproducible():
 @pytest.mark.parametrize("augment", ["randomized", "pose"])
 def test_position_augmentation_trains(augment, monkeypatch):
     """The drawn ids reach the model: past the window, below augment_len, in order."""
-    from pecourse.model import TinyGPT
+    from pecourse.lab.model import TinyGPT
 
     seen, forward = [], TinyGPT.forward
 
@@ -53,7 +53,7 @@ def test_position_augmentation_trains(augment, monkeypatch):
 def test_task_training_and_continued_training_with_scaled_rope(tmp_path, monkeypatch):
     model, rec = _run(data="counting", steps=5)
     assert rec["train"]["data"] == "counting"
-    from pecourse import model as model_mod
+    from pecourse.lab import model as model_mod
 
     model_mod.save_checkpoint(model, tmp_path / "base", **rec)
     monkeypatch.setattr(model_mod, "checkpoint_dir", lambda: tmp_path)
@@ -124,7 +124,7 @@ def test_ddp_two_processes(tmp_path):
         "2",
         "--standalone",
         "-m",
-        "pecourse.train",
+        "pecourse.lab.train",
         "--plan",
         "rope",
         "--d-model",
@@ -176,8 +176,8 @@ def test_stop_after_is_checked_and_saves_nothing(tmp_path):
 
 
 def test_text_with_a_start_marker():
-    from pecourse.data import BOS, VOCAB, text_batch
-    from pecourse.train import _batch
+    from pecourse.lab.data import BOS, VOCAB, text_batch
+    from pecourse.lab.train import _batch
 
     x, y, answer = _batch(
         TrainConfig(data="text+bos", batch_size=3), 16, torch.Generator().manual_seed(0)

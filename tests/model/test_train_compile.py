@@ -4,11 +4,11 @@ has agreed with the eager model on this machine, and it falls back where it does
 import pytest
 import torch
 
-from pecourse import train as train_mod
 from pecourse.kernels import verify
 from pecourse.kernels.verify import CompiledPathWarning
-from pecourse.model import ModelConfig, TinyGPT
-from pecourse.train import RECIPES, TrainConfig, prepare_network, train, wants_compile
+from pecourse.lab import train as train_mod
+from pecourse.lab.model import ModelConfig, TinyGPT
+from pecourse.lab.train import RECIPES, TrainConfig, prepare_network, train, wants_compile
 
 SMALL = dict(d_model=32, n_layers=2, n_heads=4, train_len=32)
 PATH = "train.compiled_model"

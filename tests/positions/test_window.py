@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from pecourse.attention import attention
-from pecourse.model import ModelConfig, TinyGPT
+from pecourse.lab.model import ModelConfig, TinyGPT
 from pecourse.positions.absolute import Sinusoidal
 from pecourse.positions.alibi import ALiBi
 from pecourse.positions.rope import RoPE, apply_rope

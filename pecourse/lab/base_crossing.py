@@ -13,8 +13,8 @@ positions back (``m`` uniform in 1 .. length - 1). The answer is that key's payl
 only way to solve it is to attend from the query to the matching key, so the head's score
 ``q·R_m k`` must rank the match first among ``length - 1`` keys at every distance.
 
-``python -m pecourse.base_crossing`` trains every (base, seed) pair and writes the recording
-``pecourse/results/rope_base_crossing.json`` that chapter 16 reads (minutes on two cores).
+``python -m pecourse.lab.base_crossing`` trains every (base, seed) pair and writes the recording
+``pecourse/lab/results/rope_base_crossing.json`` that chapter 16 reads (minutes on two cores).
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from ._validate import check_float, check_int
-from .positions.rope import apply_rope
+from .._validate import check_float, check_int
+from ..positions.rope import apply_rope
 
 log = logging.getLogger(__name__)
 
@@ -171,8 +171,8 @@ def accuracy_by_distance(
 
 def record(folder=None, *, bases=BASES, seeds=SEEDS, steps: int = 300) -> dict:
     """Train every (base, seed), measure accuracy by distance, and write the recording
-    ``rope_base_crossing.json`` to ``folder`` (default ``pecourse/results``) through
-    :func:`pecourse.results.write`."""
+    ``rope_base_crossing.json`` to ``folder`` (default ``pecourse/lab/results``) through
+    :func:`pecourse.lab.results.write`."""
     import platform
     import time
 
@@ -219,7 +219,7 @@ def record(folder=None, *, bases=BASES, seeds=SEEDS, steps: int = 300) -> dict:
 
 
 def main(argv=None) -> int:
-    """``python -m pecourse.base_crossing [FOLDER]``: write the recording (default: shipped)."""
+    """``python -m pecourse.lab.base_crossing [FOLDER]``: write the recording (default: shipped)."""
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     argv = sys.argv[1:] if argv is None else argv
     record(argv[0] if argv else None)

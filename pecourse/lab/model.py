@@ -36,17 +36,17 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from ._validate import check_choice, check_int, check_positions, check_tensor
-from .attention import MultiHeadAttention, NoPE, PositionScheme
+from .._validate import check_choice, check_int, check_positions, check_tensor
+from ..attention import MultiHeadAttention, NoPE, PositionScheme
+from ..kernels import FAST_ROPE
+from ..positions.absolute import LearnedAbsolute, Sinusoidal
+from ..positions.alibi import ALiBi
+from ..positions.cope import CoPE
+from ..positions.relative import ShawRelative, T5RelativeBias
+from ..positions.rope import RoPE
+from ..positions.window import Chunked, SlidingWindow
+from ..positions.xpos import XPos
 from .data import VOCAB_SIZE
-from .kernels import FAST_ROPE
-from .positions.absolute import LearnedAbsolute, Sinusoidal
-from .positions.alibi import ALiBi
-from .positions.cope import CoPE
-from .positions.relative import ShawRelative, T5RelativeBias
-from .positions.rope import RoPE
-from .positions.window import Chunked, SlidingWindow
-from .positions.xpos import XPos
 
 __all__ = [
     "SCHEMES",
@@ -375,7 +375,7 @@ def replace_rope(model: TinyGPT, scaling: str = "default", **scaling_kwargs) -> 
 
 
 def checkpoint_dir() -> Path:
-    """The folder of the shipped checkpoints (``pecourse/checkpoints``)."""
+    """The folder of the shipped checkpoints (``pecourse/lab/checkpoints``)."""
     return Path(__file__).resolve().parent / "checkpoints"
 
 

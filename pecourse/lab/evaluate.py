@@ -9,7 +9,7 @@ r"""Measuring what a trained tiny model does with position.
   doubling amounts of context (:func:`context_losses`), the farthest doubling that helps.
 * :func:`needle_accuracy` — passkey retrieval accuracy by needle distance;
   :func:`effective_context_length` — the longest distance at which it stays above a threshold.
-* :func:`multikey_outcomes` — the same among distractor needles (:func:`pecourse.data.multikey_batch`);
+* :func:`multikey_outcomes` — the same among distractor needles (:func:`pecourse.lab.data.multikey_batch`);
   :func:`multikey_ranks` — where the target lies among them.
 * :func:`scale_rope` — training-free RoPE scaling at evaluation time (PI, NTK, YaRN,
   dynamic NTK) on a copy of the model.
@@ -21,7 +21,7 @@ same on every run.
 **The evaluation protocol** every chapter's recorded numbers follow (:data:`PROTOCOL`):
 
 * one held-out text for every scheme: the first :data:`EVAL_TOKENS` (65,536) characters of
-  the validation split (:func:`pecourse.data.corpus`);
+  the validation split (:func:`pecourse.lab.data.corpus`);
 * non-overlapping windows of each length score all of them
   (:func:`window_losses`); sliding windows move by :func:`sliding_stride` (``L/4``) and score
   the last stride of each window, the same 65,536 characters (from character 512 on) at every
@@ -42,7 +42,7 @@ import statistics
 import torch
 from torch.nn import functional as F
 
-from ._validate import check_choice, check_float, check_int
+from .._validate import check_choice, check_float, check_int
 from .data import corpus, encode, multikey_batch, passkey_batch, task_batch
 from .model import TinyGPT, replace_rope
 
@@ -78,7 +78,7 @@ __all__ = [
 
 def _check_model(model) -> TinyGPT:
     if not isinstance(model, TinyGPT):
-        raise TypeError(f"model must be a pecourse.model.TinyGPT, got {type(model).__name__}")
+        raise TypeError(f"model must be a pecourse.lab.model.TinyGPT, got {type(model).__name__}")
     return model
 
 
@@ -397,7 +397,7 @@ def needle_outcomes(
 ) -> dict[int, torch.Tensor]:
     """``{distance: [samples] bool}``: whether each passkey sequence was answered right.
 
-    A sequence (:func:`pecourse.data.passkey_batch`, validation text as filler, fixed
+    A sequence (:func:`pecourse.lab.data.passkey_batch`, validation text as filler, fixed
     ``seed``) is right when every key digit after the final cue is the argmax prediction.
     ``length`` is the sequence length (default: the distance plus the key and 8 characters).
     """
@@ -450,7 +450,7 @@ def multikey_outcomes(
     batch_size: int = 16,
 ) -> dict[int, torch.Tensor]:
     """``{distance: [samples] bool}``: whether the target's value was the model's argmax
-    prediction in each :func:`pecourse.data.multikey_batch` sequence (``keys`` needles,
+    prediction in each :func:`pecourse.lab.data.multikey_batch` sequence (``keys`` needles,
     validation text as filler, fixed ``seed``).
 
     ``length`` defaults to :func:`multikey_length` of each distance; it does not depend on

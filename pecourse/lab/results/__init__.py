@@ -1,7 +1,7 @@
-"""The recorded results (``pecourse/results/<name>.json``): one schema, one writer, one reader.
+"""The recorded results (``pecourse/lab/results/<name>.json``): one schema, one writer, one reader.
 
-Every recording — an experiment of :mod:`pecourse.experiments`, a study of
-:mod:`pecourse.studies` or the base-crossing run of :mod:`pecourse.base_crossing` — is a
+Every recording — an experiment of :mod:`pecourse.lab.experiments`, a study of
+:mod:`pecourse.lab.studies` or the base-crossing run of :mod:`pecourse.lab.base_crossing` — is a
 JSON object with the fields of :data:`SCHEMA`. :func:`write` validates a recording and
 writes it (all or nothing); :func:`recorded` reads one and validates it again, so a
 recording that drifted from the schema fails where it is read, not three cells later.
@@ -34,7 +34,7 @@ _NUMBER = (int, float)
 
 #: The fields every recording has: name -> (JSON type, what it holds).
 SCHEMA: dict[str, tuple] = {
-    "name": (str, "the recording's name; its file is pecourse/results/<name>.json"),
+    "name": (str, "the recording's name; its file is pecourse/lab/results/<name>.json"),
     "protocol": (dict, "how it was measured: the evaluation protocol and the study's settings"),
     "seeds": (list, "the training seeds of the models it measured"),
     "checkpoints": (dict, "sha256 of every shipped checkpoint it read ({} if it trains its own)"),
@@ -48,7 +48,7 @@ OPTIONAL: dict[str, tuple] = {
     "summary": (dict, "the reading over seeds that a chapter's prose asserts"),
     "context_used": (
         dict,
-        "model -> pecourse.evaluate.context_used at its training length, where text is scored",
+        "model -> pecourse.lab.evaluate.context_used at its training length, where text is scored",
     ),
     "eval_tokens": (int, "held-out characters scored per model"),
     "unavailable": (dict, "model -> why a cell is missing (a learned table's last row)"),
@@ -121,7 +121,7 @@ def validate(record) -> dict:
 
 
 def results_dir() -> Path:
-    """The folder of the shipped recordings (``pecourse/results``)."""
+    """The folder of the shipped recordings (``pecourse/lab/results``)."""
     return Path(__file__).resolve().parent
 
 

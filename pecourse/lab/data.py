@@ -32,7 +32,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ._validate import check_choice, check_int
+from .._validate import check_choice, check_int
 
 __all__ = [
     "VOCAB",

@@ -1,7 +1,7 @@
 r"""Seeded studies behind chapters 03, 04, 05, 10, 11, 13, 14, 15 and 16: small models trained from scratch, several
 seeds, every number with its interval.
 
-The shipped checkpoints (:mod:`pecourse.train`) are one seed each. The studies here retrain
+The shipped checkpoints (:mod:`pecourse.lab.train`) are one seed each. The studies here retrain
 the models a chapter draws a conclusion from, with several seeds, and evaluate them on
 fixed held-out sets. Each study returns a JSON-serialisable dict (a *recording*) with
 
@@ -15,7 +15,7 @@ fixed held-out sets. Each study returns a JSON-serialisable dict (a *recording*)
 An accuracy of one seed carries a 95% percentile-bootstrap interval over the evaluation
 samples (:func:`bootstrap_interval`); the spread across seeds is reported as the per-seed
 values themselves (three seeds are too few for an interval). :func:`record` writes a
-recording to ``pecourse/results/<name>.json``; :func:`load` reads it back.
+recording to ``pecourse/lab/results/<name>.json``; :func:`load` reads it back.
 
 ========================================  ==================================================
 :func:`grid_width_transfer`               chapter 05: a one-layer model learns "the patch
@@ -62,7 +62,7 @@ recipe starts from that seed's run of its parent), a log lets an interrupted run
 the summary is the rows read over seeds (:func:`summarise`; :meth:`Study.reread` rebuilds it
 from the rows, and a test compares it with each shipped recording).
 
-``python -m pecourse.studies run NAME`` reruns a study and rewrites its recording (minutes
+``python -m pecourse.lab.studies run NAME`` reruns a study and rewrites its recording (minutes
 of CPU each; the chapter says how many).
 """
 
@@ -83,7 +83,7 @@ from torch import nn
 from torch.nn import functional as F
 from tqdm.auto import tqdm
 
-from ._validate import check_choice, check_int
+from .._validate import check_choice, check_int
 from .data import task_batch
 from .evaluate import bootstrap_interval, wilson_interval
 from .model import ModelConfig, TinyGPT
@@ -91,7 +91,7 @@ from .results import recorded, write
 from .train import STUDY_RECIPES
 
 logger = logging.getLogger(__name__)
-#: Whether studies draw a progress bar over their models (``python -m pecourse.studies`` does).
+#: Whether studies draw a progress bar over their models (``python -m pecourse.lab.studies`` does).
 PROGRESS = False
 
 __all__ = [
@@ -141,12 +141,12 @@ def per_sample_accuracy(
     A sequence scores the fraction of its answer tokens predicted (argmax) correctly, or with
     ``exact=True`` 1.0 only if every answer token is right — which, with teacher forcing, is
     exactly when greedy decoding reproduces the answer. The batch comes from
-    :func:`pecourse.data.task_batch` with the fixed ``seed`` (a different stream from any
+    :func:`pecourse.lab.data.task_batch` with the fixed ``seed`` (a different stream from any
     training seed). Refuses a model that is not a :class:`TinyGPT` and what ``task_batch``
     refuses.
     """
     if not isinstance(model, TinyGPT):
-        raise TypeError(f"model must be a pecourse.model.TinyGPT, got {type(model).__name__}")
+        raise TypeError(f"model must be a pecourse.lab.model.TinyGPT, got {type(model).__name__}")
     samples = check_int("samples", samples, minimum=1)
     b = task_batch(task, samples, length, seed=seed, **options)
     scores = []
@@ -175,7 +175,7 @@ def _spread(per_seed: list[float]) -> dict:
 
 
 def _train_one(model_kwargs: dict, train_kwargs: dict) -> tuple[TinyGPT, list, float]:
-    """Train one model with :func:`pecourse.train.train`; return it, its curve and CPU time."""
+    """Train one model with :func:`pecourse.lab.train.train`; return it, its curve and CPU time."""
     from .train import TrainConfig, train
 
     start = time.process_time()
@@ -232,7 +232,7 @@ class GridAttention(nn.Module):
         self.scheme = scheme
 
     def forward(self, tokens: torch.Tensor, positions: torch.Tensor, *, return_probs=False):
-        from .attention import attention
+        from ..attention import attention
 
         x = self.emb(tokens)[:, None]  # [b, 1 head, n, d]
         o, probs = attention(
@@ -258,7 +258,7 @@ def _grid_batch(n: int, height: int, width: int, vocab: int, g: torch.Generator)
 
 
 def _grid_positions(kind: str, height: int, width: int) -> torch.Tensor:
-    from .positions.multidim import grid_positions
+    from ..positions.multidim import grid_positions
 
     return torch.arange(height * width) if kind == "1d" else grid_positions(height, width)
 
@@ -289,8 +289,8 @@ def grid_width_transfer(
     widths = [check_int("test_widths[]", w, minimum=1) for w in test_widths]
     steps = check_int("steps", steps, minimum=1)
     samples = check_int("samples", samples, minimum=1)
-    from .positions.multidim import AxialRoPE
-    from .positions.rope import RoPE
+    from ..positions.multidim import AxialRoPE
+    from ..positions.rope import RoPE
 
     vocab, d = 16, 32
     runs, cpu = [], 0.0
@@ -376,14 +376,14 @@ def text_window_losses(
 
     Every window of ``length`` characters predicts its characters 1 … ``length - 1`` (the
     first has no context in a plain window, so it is never scored). With ``bos`` the window
-    is fed as :func:`pecourse.train.bos_window` — the marker, then the characters — so the
+    is fed as :func:`pecourse.lab.train.bos_window` — the marker, then the characters — so the
     same characters are predicted from the same context plus a start marker.
     """
     from .data import corpus
     from .train import bos_window
 
     if not isinstance(model, TinyGPT):
-        raise TypeError(f"model must be a pecourse.model.TinyGPT, got {type(model).__name__}")
+        raise TypeError(f"model must be a pecourse.lab.model.TinyGPT, got {type(model).__name__}")
     length = check_int("length", length, minimum=2)
     tokens = check_int("tokens", tokens, minimum=length)
     data = corpus("validation")[:tokens]
@@ -407,7 +407,7 @@ def _seeded_runs(names, seeds, *, steps, key: dict, log, measure) -> list[dict]:
     r"""Train every recipe of ``names`` with every training seed, measure each model, keep a log.
 
     The mechanism of every multi-seed study below: recipe ``name`` of
-    :data:`pecourse.train.RECIPES` trained with ``seed`` (and its own budget, or ``steps``
+    :data:`pecourse.lab.train.RECIPES` trained with ``seed`` (and its own budget, or ``steps``
     when given); the recipe's own seed with its own budget *is* the shipped checkpoint, so
     that run loads it instead of training. ``measure(model, name) -> dict`` adds the numbers.
     ``log`` (a path) keeps one JSON line per finished run and reuses the lines of an
@@ -589,7 +589,7 @@ def summarise(runs: list[dict], models) -> dict:
 def _setting(name: str, value, default):
     """``value`` checked against the kind of ``default``: counts and lengths are positive ints,
     lists hold positive ints (or names), a float is a non-negative number."""
-    from ._validate import check_float
+    from .._validate import check_float
 
     if isinstance(default, bool) or default is None:
         return value
@@ -610,7 +610,7 @@ def _setting(name: str, value, default):
 class Study:
     r"""A study as data: which recipes, trained at which seeds, measured how.
 
-    ``models`` are recipe names (:func:`pecourse.train.recipe`), each continued recipe after
+    ``models`` are recipe names (:func:`pecourse.lab.train.recipe`), each continued recipe after
     the one it continues. ``measure(settings)`` returns the function that measures one model,
     ``(model, recipe name) -> dict``; ``settings`` are its parameters with their defaults (a
     call may override any; they enter the protocol and the resume key); ``protocol`` says
@@ -620,7 +620,7 @@ class Study:
 
     Calling a study runs it (:func:`_seeded_runs`: seed 0 of a shipped recipe is its
     checkpoint, the rest trained once and kept, a log resumes an interrupted run) and
-    returns its recording, valid under :data:`pecourse.results.SCHEMA`.
+    returns its recording, valid under :data:`pecourse.lab.results.SCHEMA`.
     """
 
     name: str
@@ -750,12 +750,12 @@ extrapolation_seeds = Study(
     seed, seed 0 the shipped checkpoint. Every model: perplexity with a bootstrap interval on the
     same validation characters cut into non-overlapping windows of each length (a learned table
     has none past 64), the rise from the shortest to the longest, and the context it uses at
-    its training length (:func:`pecourse.evaluate.context_used`).""",
+    its training length (:func:`pecourse.lab.evaluate.context_used`).""",
     ("learned", "sinusoidal", "rope", "t5", "alibi", "nope"),
     **_EXTRAPOLATION,
 )
 
-#: The extrapolation set under one embedding setup (:data:`pecourse.train.STUDY_RECIPES`).
+#: The extrapolation set under one embedding setup (:data:`pecourse.lab.train.STUDY_RECIPES`).
 EMBEDDING_CONTROLS = (
     "learned_sqrt_d",
     "sinusoidal",
@@ -815,7 +815,7 @@ context_use = Study(
     arXiv:1805.04623: the same predictions with their context cut): for ``c = 1, 2, 4, …``
     up to half the training length, the loss of the same characters seen with ``c`` to
     ``2c - 1`` characters of context, and the largest ``c`` that still helps beyond its
-    interval (:func:`pecourse.evaluate.context_used`).""",
+    interval (:func:`pecourse.lab.evaluate.context_used`).""",
     CONTEXT_MODELS,
     _context,
     {"tokens": 65536},
@@ -872,7 +872,7 @@ retrieval_seeds = Study(
 
 def _augmentation(s: dict):
     def measure(model, name):
-        from .positions.augmentation import randomized_positions
+        from ..positions.augmentation import randomized_positions
         from .train import recipe
 
         out = _perplexities(s, model)
@@ -1068,7 +1068,7 @@ cope_counting = Study(
 )
 
 
-#: The counting models of :data:`counting_length_generalisation` (:mod:`pecourse.train`).
+#: The counting models of :data:`counting_length_generalisation` (:mod:`pecourse.lab.train`).
 COUNTING_MODELS = (
     "nope_counting",
     "rope_counting",
@@ -1147,8 +1147,8 @@ def _imposed(s: dict):
     def windowed(model):
         import copy
 
-        from .positions.rope import RoPE
-        from .positions.window import SlidingWindow
+        from ..positions.rope import RoPE
+        from ..positions.window import SlidingWindow
 
         m = copy.deepcopy(model)
         for block in m.blocks:
@@ -1229,7 +1229,7 @@ nope_anchor = Study(
 # --- chapters 13 and 14: extending the context of a RoPE model ---------------------------------
 
 #: Training-free scalings of chapter 14 at the study's factor (YaRN with the betas of a 16-dim
-#: head, as :data:`pecourse.experiments.YARN_BETAS`).
+#: head, as :data:`pecourse.lab.experiments.YARN_BETAS`).
 EXTENSION_SCALINGS = ("none", "PI", "NTK", "YaRN", "dynamic NTK")
 
 
@@ -1406,8 +1406,8 @@ STUDIES = {
 
 
 def record(result: dict, folder=None) -> Path:
-    """Write a study's recording to ``folder/<name>.json`` (default ``pecourse/results``),
-    validated by :func:`pecourse.results.write`."""
+    """Write a study's recording to ``folder/<name>.json`` (default ``pecourse/lab/results``),
+    validated by :func:`pecourse.lab.results.write`."""
     if not isinstance(result, dict) or "name" not in result:
         raise TypeError("result must be a study's dict, with a 'name'")
     check_choice("result['name']", result["name"], tuple(STUDIES))
@@ -1415,14 +1415,14 @@ def record(result: dict, folder=None) -> Path:
 
 
 def load(name: str) -> dict:
-    """A recorded study (``pecourse/results/<name>.json``) as a dict: the one loader,
-    :func:`pecourse.results.recorded`, refusing names that are not studies."""
+    """A recorded study (``pecourse/lab/results/<name>.json``) as a dict: the one loader,
+    :func:`pecourse.lab.results.recorded`, refusing names that are not studies."""
     check_choice("name", name, tuple(STUDIES))
     return recorded(name)
 
 
 def main(argv=None) -> int:
-    """``python -m pecourse.studies run NAME … [--out FOLDER] [--log-dir FOLDER]``.
+    """``python -m pecourse.lab.studies run NAME … [--out FOLDER] [--log-dir FOLDER]``.
 
     Each study draws a bar over its models and logs every finished model with its CPU time;
     with ``--log-dir`` a study that trains seeds keeps a log there and an interrupted run
@@ -1433,7 +1433,7 @@ def main(argv=None) -> int:
     import inspect
 
     global PROGRESS
-    p = argparse.ArgumentParser(prog="python -m pecourse.studies")
+    p = argparse.ArgumentParser(prog="python -m pecourse.lab.studies")
     sub = p.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run", help="rerun studies and rewrite their recordings")
     r.add_argument("names", nargs="+", choices=sorted(STUDIES))

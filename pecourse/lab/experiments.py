@@ -1,7 +1,7 @@
 r"""The experiments chapters 03, 04, 08, 12, 13 and 14 show, measured on the shipped checkpoints.
 
-Every function loads checkpoints (:func:`pecourse.model.load_checkpoint`), measures them
-under the evaluation protocol of :mod:`pecourse.evaluate` (:data:`pecourse.evaluate.PROTOCOL`:
+Every function loads checkpoints (:func:`pecourse.lab.model.load_checkpoint`), measures them
+under the evaluation protocol of :mod:`pecourse.lab.evaluate` (:data:`pecourse.lab.evaluate.PROTOCOL`:
 the same 65,536 held-out characters for every scheme, sliding windows at stride ``L/4``,
 bootstrap intervals over windows, 256 retrieval samples per distance with Wilson intervals)
 and returns a *recording*: a JSON-serialisable dict of numbers, never an interpretation
@@ -30,17 +30,17 @@ and returns a *recording*: a JSON-serialisable dict of numbers, never an interpr
 :func:`rope_base`              the base bound of Men et al. 2024 (arXiv:2405.14591)
 =============================  ==================================================
 
-``python -m pecourse.experiments run [NAME …] [--save]`` measures and prints them (and
-records them in ``pecourse/results``; ``make results`` rewrites every recording);
-``python -m pecourse.experiments retrain`` retrains every shipped checkpoint from scratch.
+``python -m pecourse.lab.experiments run [NAME …] [--save]`` measures and prints them (and
+records them in ``pecourse/lab/results``; ``make results`` rewrites every recording);
+``python -m pecourse.lab.experiments retrain`` retrains every shipped checkpoint from scratch.
 
 The checkpoints are tiny (4 layers, 64 wide, 4 heads of 16 dimensions, characters, trained
 on 64-character windows for a few minutes of CPU), one training seed each: the intervals
 are over evaluation windows and samples, not over training runs.
-:func:`pecourse.studies.extrapolation_seeds` repeats :func:`extrapolation` for training seeds
-1 and 2 of the same recipes; :func:`pecourse.studies.retrieval_seeds` does so for the
+:func:`pecourse.lab.studies.extrapolation_seeds` repeats :func:`extrapolation` for training seeds
+1 and 2 of the same recipes; :func:`pecourse.lab.studies.retrieval_seeds` does so for the
 retrieval half of :func:`effective_context` and :func:`rope_base`, and
-:func:`pecourse.studies.augmentation_seeds` for :func:`augmentation`.
+:func:`pecourse.lab.studies.augmentation_seeds` for :func:`augmentation`.
 """
 
 from __future__ import annotations
@@ -52,8 +52,8 @@ import time
 
 import torch
 
+from ..derivations import rope_base_lower_bound
 from . import evaluate as ev
-from .derivations import rope_base_lower_bound
 from .model import checkpoint_info, checkpoint_sha256, load_checkpoint
 
 __all__ = [
@@ -78,7 +78,7 @@ DISTANCES = (8, 16, 32, 48, 96, 192, 384)
 
 
 def _lengths(lengths) -> list[int]:
-    from ._validate import check_int
+    from .._validate import check_int
 
     lengths = [check_int("lengths[]", n, minimum=2) for n in lengths]
     if not lengths:
@@ -206,7 +206,7 @@ def position_shift(
     paired: {shift: {difference, ci95, max_abs}}}`` (``max_abs``: the largest change of any
     one character's loss, in nats; differences unrounded).
     """
-    from ._validate import check_int
+    from .._validate import check_int
 
     start = time.process_time()
     length = check_int("length", length, minimum=2)
@@ -405,20 +405,20 @@ def multikey(
     samples: int = ev.RETRIEVAL_SAMPLES,
 ) -> dict:
     """Passkey retrieval among distractor needles, after RULER's multi-key needle task
-    (Hsieh et al. 2024, arXiv:2404.06654): :func:`pecourse.data.multikey_batch` with
+    (Hsieh et al. 2024, arXiv:2404.06654): :func:`pecourse.lab.data.multikey_batch` with
     ``keys`` needles ``@ab`` of distinct key digits, the target ``distance`` before the
     query ``@a``, only the value ``b`` scored (chance 1/10). Zero-shot: the ``_passkey``
     models were trained with one needle.
 
-    Each cell is ``samples`` sequences at length :func:`pecourse.evaluate.multikey_length`
+    Each cell is ``samples`` sequences at length :func:`pecourse.lab.evaluate.multikey_length`
     (64, or ``distance + 16`` beyond it), the same text and target at every ``keys``. Row:
     ``{model, retrieval_model, seed, train_steps, accuracy, when_first, when_nearest}``,
     each of the last three ``{keys: {distance: cell}}`` with a Wilson interval: the
     accuracy over all sequences, and over those whose target is the earliest needle /
-    the nearest to the query (:func:`pecourse.evaluate.multikey_ranks`; ``None`` where no
+    the nearest to the query (:func:`pecourse.lab.evaluate.multikey_ranks`; ``None`` where no
     sequence has the target there).
     """
-    from ._validate import check_int
+    from .._validate import check_int
 
     start = time.process_time()
     keys = [check_int("keys[]", k, minimum=1, maximum=10) for k in keys]
@@ -489,7 +489,7 @@ def rope_scaling(
     (before 64, 64 to the extended window, beyond it). Then retrieval: the ``rope_passkey``
     checkpoint with the same training-free scalings, by needle distance.
     """
-    from ._validate import check_float
+    from .._validate import check_float
 
     start = time.process_time()
     factor = check_float("factor", factor, minimum=1.0)
@@ -518,7 +518,7 @@ def rope_scaling(
         rows.append(row)
     # YaRN's temperature applied never or twice instead of once, at the extended window and the
     # longest length, with the paired difference in mean loss from the correct (once) model
-    from .positions.rope_scaling import yarn_mscale
+    from ..positions.rope_scaling import yarn_mscale
 
     once = yarn_mscale(factor)
     temperature = []
@@ -595,7 +595,7 @@ def augmentation(
     For the checkpoints in ``sliding``, sliding-window perplexity (stride ``L/4``) as well,
     the measure PoSE's paper reports.
     """
-    from .positions.augmentation import randomized_positions
+    from ..positions.augmentation import randomized_positions
 
     start = time.process_time()
     lengths = _lengths(lengths)
@@ -693,9 +693,9 @@ EXPERIMENTS = {
 
 
 def record(result: dict, folder=None):
-    """Write an experiment's recording to ``folder/<name>.json`` (default ``pecourse/results``),
-    validated by :func:`pecourse.results.write`."""
-    from ._validate import check_choice
+    """Write an experiment's recording to ``folder/<name>.json`` (default ``pecourse/lab/results``),
+    validated by :func:`pecourse.lab.results.write`."""
+    from .._validate import check_choice
     from .results import write
 
     if not isinstance(result, dict) or "name" not in result:
@@ -705,14 +705,14 @@ def record(result: dict, folder=None):
 
 
 def load(name: str) -> dict:
-    """A recorded experiment (``pecourse/results/<name>.json``) as a dict."""
+    """A recorded experiment (``pecourse/lab/results/<name>.json``) as a dict."""
     from .results import recorded
 
     return recorded(name)
 
 
 def retrain(names=None, *, out_dir=None, progress: bool = True, **overrides) -> dict:
-    """Retrain the shipped checkpoints from scratch (all of :data:`pecourse.train.RECIPES`).
+    """Retrain the shipped checkpoints from scratch (all of :data:`pecourse.lab.train.RECIPES`).
 
     ``overrides`` change training options of every recipe (``threads=1``).
     """
@@ -729,7 +729,7 @@ def retrain(names=None, *, out_dir=None, progress: bool = True, **overrides) -> 
 def main(argv=None) -> int:
     import argparse
 
-    p = argparse.ArgumentParser(prog="python -m pecourse.experiments")
+    p = argparse.ArgumentParser(prog="python -m pecourse.lab.experiments")
     sub = p.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("retrain", help="retrain every shipped checkpoint from scratch")
     r.add_argument("names", nargs="*")
@@ -739,7 +739,7 @@ def main(argv=None) -> int:
     )
     x = sub.add_parser("run", help="run experiments and print their tables")
     x.add_argument("names", nargs="*")
-    x.add_argument("--save", action="store_true", help="write pecourse/results/<name>.json")
+    x.add_argument("--save", action="store_true", help="write pecourse/lab/results/<name>.json")
     x.add_argument("--out", default=None, help="folder for the recordings (default: shipped)")
     args = p.parse_args(argv)
     torch.set_num_threads(1)  # recordings are made with one thread (bit-for-bit reproducible)

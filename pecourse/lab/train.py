@@ -1,4 +1,4 @@
-r"""A seeded, deterministic training loop for :class:`pecourse.model.TinyGPT`.
+r"""A seeded, deterministic training loop for :class:`pecourse.lab.model.TinyGPT`.
 
 One function, :func:`train`, does everything the course's checkpoints need:
 
@@ -17,7 +17,7 @@ One function, :func:`train`, does everything the course's checkpoints need:
 
 A checkpoint is a ``.safetensors`` file plus a ``.json`` with the config, the training
 options, the loss curve and the final metrics. :data:`RECIPES` lists the shipped
-checkpoints; ``pecourse train --all`` (or ``python -m pecourse.experiments retrain``)
+checkpoints; ``pecourse train --all`` (or ``python -m pecourse.lab.experiments retrain``)
 rebuilds every one of them from scratch.
 """
 
@@ -34,10 +34,10 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from ._validate import check_choice, check_float, check_int
+from .._validate import check_choice, check_float, check_int
+from ..seed import seed_everything
 from .data import TASKS, passkey_batch, task_batch, text_batch
 from .model import ModelConfig, TinyGPT, checkpoint_dir, load_checkpoint, save_checkpoint
-from .seed import seed_everything
 
 __all__ = [
     "TrainConfig",
@@ -65,8 +65,8 @@ class TrainConfig:
     ``batch_size`` is per process (under DDP each rank draws its own batch). ``data`` is
     ``"text"``, ``"text+passkey"`` (a ``passkey_fraction`` of each batch replaced by passkey
     sequences, whose answers get an extra loss of weight ``answer_weight``), ``"text+bos"``
-    (every window starts with the marker :data:`pecourse.data.BOS`) or a task of
-    :data:`pecourse.data.TASKS` (loss on the answers only; ``task_options`` go to its
+    (every window starts with the marker :data:`pecourse.lab.data.BOS`) or a task of
+    :data:`pecourse.lab.data.TASKS` (loss on the answers only; ``task_options`` go to its
     generator). ``augment`` draws position ids spanning ``augment_len``. ``init_from``
     names a checkpoint (or path) to continue from. ``threads`` is torch's intra-op thread
     count; results are bit-identical only for the same count. ``compile="yes"`` runs the
@@ -154,7 +154,7 @@ def _batch(cfg: TrainConfig, length: int, g: torch.Generator):
 
 
 def bos_window(text: torch.Tensor) -> torch.Tensor:
-    """Inputs for ``data="text+bos"``: :data:`pecourse.data.BOS`, then ``text`` without its last
+    """Inputs for ``data="text+bos"``: :data:`pecourse.lab.data.BOS`, then ``text`` without its last
     character. Its targets are ``text`` itself, so the characters predicted are the same as
     without the marker; only the first prediction (from the marker alone) is new."""
     from .data import BOS, VOCAB
@@ -167,7 +167,7 @@ def _positions(cfg: TrainConfig, length: int, g: torch.Generator):
     """Position ids for one step: ``None`` (0..L-1) unless augmenting."""
     if cfg.augment == "none":
         return None
-    from .positions.augmentation import pose_position_ids, randomized_positions
+    from ..positions.augmentation import pose_position_ids, randomized_positions
 
     if cfg.augment_len < length:
         raise ValueError(f"augment_len must be >= train_len ({length}), got {cfg.augment_len}")
@@ -222,7 +222,7 @@ def prepare_network(model: nn.Module, cfg: TrainConfig, sample=None, *, world_si
         return model, False
     if sample is None:
         raise ValueError("sample must be a batch (inputs, targets, answer, positions) to compile")
-    from .kernels import verify
+    from ..kernels import verify
 
     compiled = torch.compile(model)
     x, y, _, positions = sample
@@ -701,8 +701,8 @@ def register(subparsers) -> None:
 
 
 def main(argv=None) -> int:
-    """``python -m pecourse.train …`` (what torchrun launches)."""
-    parser = argparse.ArgumentParser(prog="python -m pecourse.train")
+    """``python -m pecourse.lab.train …`` (what torchrun launches)."""
+    parser = argparse.ArgumentParser(prog="python -m pecourse.lab.train")
     _add_arguments(parser)
     code = _run(parser.parse_args(argv))
     if torch.distributed.is_initialized():
