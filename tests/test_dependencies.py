@@ -123,3 +123,49 @@ def test_the_grading_server_does_not_import_nbformat():
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
     )
     assert out.stdout.strip() == "[]", out.stdout
+
+
+# --- the parts of docs/architecture.md, read from the document ----------------------------------
+
+
+def _parts() -> tuple[dict[str, str], dict[str, set[str]]]:
+    """The document's table: ``{top-level module: part}`` and ``{part: parts it may import}``."""
+    doc = (PACKAGE.parent / "docs" / "architecture.md").read_text()
+    table = doc.split("<!-- parts:start -->")[1].split("<!-- parts:end -->")[0]
+    part_of, allowed = {}, {}
+    for line in table.strip().splitlines()[2:]:
+        part, modules, may = (cell.strip() for cell in line.strip("|").split("|"))
+        part_of |= {m.strip(" `"): part for m in modules.split(",")}
+        allowed[part] = {p.strip() for p in may.split(",")}
+    return part_of, allowed
+
+
+def _part(module: str, part_of: dict) -> str | None:
+    top = module.split(".")[1] if "." in module else None  # the package's own __init__: no part
+    return None if top is None else part_of.get(top, f"<{top}: in no part>")
+
+
+def test_every_module_is_in_one_part_of_the_document():
+    part_of, _ = _parts()
+    tops = {m.split(".")[1] for m in MODULES if "." in m}
+    assert tops == set(part_of), (sorted(tops - set(part_of)), sorted(set(part_of) - tops))
+
+
+def test_the_code_imports_only_across_the_lines_the_document_draws():
+    part_of, allowed = _parts()
+    crossing = sorted(
+        (a, b)
+        for a in GRAPH
+        for b in GRAPH[a]
+        if _part(a, part_of)
+        and _part(b, part_of)
+        and _part(b, part_of) not in allowed.get(_part(a, part_of), set())
+    )
+    assert not crossing, f"imports the document does not draw: {crossing}"
+
+
+def test_every_line_the_document_draws_is_an_import_the_code_has():
+    part_of, allowed = _parts()
+    edges = {(_part(a, part_of), _part(b, part_of)) for a in GRAPH for b in GRAPH[a]}
+    drawn = {(p, q) for p, may in allowed.items() for q in may if p != q}
+    assert drawn <= edges, f"drawn but not in the code: {sorted(drawn - edges)}"
