@@ -713,7 +713,9 @@ def test_sliding_seeds_recording():
             ]
     extension = _runs_by(studies.load("extension_seeds"))
     for s in rec["seeds"]:
-        assert runs["rope", s]["sliding"] == extension["rope", s]["scaled"]["none"]["sliding"]
+        theirs = extension["rope", s]["scaled"]["none"]["sliding"]
+        for n, cell in runs["rope", s]["sliding"].items():  # the same weights, measured apart
+            assert cell["perplexity"] == pytest.approx(theirs[n]["perplexity"], abs=5e-4)
 
 
 def test_make_results_reruns_every_recording():

@@ -651,7 +651,8 @@ class Study:
             )
         settings = {k: _setting(k, settings.get(k, v), v) for k, v in self.settings.items()}
         steps = None if steps is None else check_int("steps", steps, minimum=1)
-        key = {"study": self.name, **settings, "steps": steps}
+        # the protocol says what is measured: a log written under another one is not reused
+        key = {"study": self.name, **settings, "steps": steps, "protocol": self.protocol}
         runs = _seeded_runs(
             models, seeds, steps=steps, key=key, log=log, measure=self.measure(settings)
         )
@@ -677,10 +678,10 @@ class Study:
         }
         if "tokens" in settings:
             recording["eval_tokens"] = settings["tokens"]
-        if all("context_used" in r for r in runs):
-            recording["context_used"] = {
-                m: [r["context_used"] for r in runs if r["model"] == m] for m in models
-            }
+        used = {m: [r.get("context_used") for r in runs if r["model"] == m] for m in models}
+        used = {m: u for m, u in used.items() if None not in u}  # the models that scored text
+        if used:
+            recording["context_used"] = used
         return recording | (self.read(recording, settings) if self.read else {})
 
 
@@ -717,16 +718,25 @@ def _perplexities(s: dict, model, **kw) -> dict:
     return out
 
 
+def _context_of(model, name, s: dict) -> dict:
+    """``context_used`` and its gains (:func:`pecourse.evaluate.context_used`) at the model's
+    training length, for a model trained on plain text (others get nothing)."""
+    from .evaluate import context_losses, context_used
+    from .train import recipe
+
+    if recipe(name)["train"]["data"] != "text":
+        return {}
+    used = context_used(context_losses(model, tokens=s["tokens"]))
+    return {"context_used": used["context_used"], "context_gain": used["gain"]}
+
+
 def _extrapolation(s: dict):
     def measure(model, name):
-        from .evaluate import context_losses, context_used
-
         out = _perplexities(s, model)
         first, last = out[str(s["lengths"][0])], out[str(s["lengths"][-1])]
         if first and last:  # the rise from the shortest length to the longest
             out["ratio"] = round(last["perplexity"] / first["perplexity"], 4)
-        used = context_used(context_losses(model, tokens=s["tokens"]))
-        return {**out, "context_used": used["context_used"], "context_gain": used["gain"]}
+        return {**out, **_context_of(model, name, s)}
 
     return measure
 
@@ -781,7 +791,10 @@ embedding_setup = Study(
 
 
 def _sliding(s: dict):
-    return lambda model, name: {"sliding": _perplexities(s, model, mode="sliding")}
+    return lambda model, name: {
+        "sliding": _perplexities(s, model, mode="sliding"),
+        **_context_of(model, name, s),
+    }
 
 
 sliding_seeds = Study(
@@ -791,7 +804,11 @@ sliding_seeds = Study(
     ("alibi", "rope", "t5"),
     _sliding,
     {"lengths": (64, 128, 256, 512), "tokens": 65536},
-    {"mode": "sliding, stride L/4", **_TEXT},
+    {
+        "mode": "sliding, stride L/4",
+        **_TEXT,
+        "context_used": _CONTEXT + " (at the training length, models trained on plain text)",
+    },
 )
 
 
@@ -1176,7 +1193,11 @@ def _imposed(s: dict):
             }
         return out
 
-    return lambda model, name: {"as_trained": cells(model), "windowed": cells(windowed(model))}
+    return lambda model, name: {
+        "as_trained": cells(model),
+        "windowed": cells(windowed(model)),
+        **_context_of(model, name, s),
+    }
 
 
 imposed_windows = Study(
@@ -1192,7 +1213,11 @@ imposed_windows = Study(
     ("rope", "irope"),
     _imposed,
     {"lengths": (64, 512), "tokens": 65536, "window": 64},
-    {"mode": "nonoverlapping", **_TEXT},
+    {
+        "mode": "nonoverlapping",
+        **_TEXT,
+        "context_used": _CONTEXT + " (at the training length, models trained on plain text)",
+    },
 )
 
 
@@ -1204,7 +1229,8 @@ def _anchor(s: dict):
         losses = text_window_losses(model, bos=bos, tokens=s["tokens"])
         bands = {"1-7": slice(0, 7), "8-31": slice(7, 31), "32-63": slice(31, 63)}
         out = {"loss": _score(losses.mean(1))}
-        return out | {f"loss_{b}": round(float(losses[:, w].mean()), 4) for b, w in bands.items()}
+        out |= {f"loss_{b}": round(float(losses[:, w].mean()), 4) for b, w in bands.items()}
+        return out | _context_of(model, name, s)
 
     return measure
 
@@ -1222,7 +1248,11 @@ nope_anchor = Study(
     ("rope", "nope", "nope_bos"),
     _anchor,
     {"tokens": 65536},
-    {"eval": "validation characters 1-63 of each 64-character window", **_TEXT},
+    {
+        "eval": "validation characters 1-63 of each 64-character window",
+        **_TEXT,
+        "context_used": _CONTEXT + " (at the training length, models trained on plain text)",
+    },
 )
 
 
