@@ -85,10 +85,28 @@ from tqdm.auto import tqdm
 
 from .._validate import check_choice, check_int
 from .data import task_batch
-from .evaluate import bootstrap_interval, wilson_interval
-from .model import ModelConfig, TinyGPT
+from .evaluate import (
+    band_losses,
+    bootstrap_interval,
+    context_losses,
+    context_used,
+    effective_length_interval,
+    needle_outcomes,
+    perplexity_interval,
+    retrieval,
+    wilson_interval,
+    window_losses,
+)
+from .model import (
+    ModelConfig,
+    TinyGPT,
+    checkpoint_info,
+    checkpoint_sha256,
+    load_checkpoint,
+    save_checkpoint,
+)
 from .results import recorded, write
-from .train import STUDY_RECIPES
+from .train import RECIPES, STUDY_RECIPES, TrainConfig, bos_window, recipe
 
 logger = logging.getLogger(__name__)
 #: Whether studies draw a progress bar over their models (``python -m pecourse.lab.studies`` does).
@@ -188,19 +206,12 @@ def _train_one(model_kwargs: dict, train_kwargs: dict) -> tuple[TinyGPT, list, f
 def _hashes(names) -> dict:
     """``{checkpoint: sha256}`` of the shipped checkpoints a study reads (an empty dict when
     it trains everything itself): the hash test compares them with the shipped files."""
-    from .model import checkpoint_sha256
 
     return {n: checkpoint_sha256(n) for n in sorted(set(names))}
 
 
 def _versions() -> dict:
     return {"python": platform.python_version(), "torch": torch.__version__}
-
-
-def _ALL_RECIPES() -> tuple[str, ...]:
-    from .train import RECIPES, STUDY_RECIPES
-
-    return (*RECIPES, *STUDY_RECIPES)
 
 
 def _check_seeds(seeds) -> list[int]:
@@ -380,7 +391,6 @@ def text_window_losses(
     same characters are predicted from the same context plus a start marker.
     """
     from .data import corpus
-    from .train import bos_window
 
     if not isinstance(model, TinyGPT):
         raise TypeError(f"model must be a pecourse.lab.model.TinyGPT, got {type(model).__name__}")
@@ -415,8 +425,6 @@ def _seeded_runs(names, seeds, *, steps, key: dict, log, measure) -> list[dict]:
     lost when a long run stops halfway; a logged run of a shipped checkpoint is reused only
     while that checkpoint is unchanged. Returns the runs ordered by seed, then by ``names``.
     """
-    from .model import checkpoint_info, checkpoint_sha256, load_checkpoint
-    from .train import RECIPES, TrainConfig, recipe
 
     done = {}
     folder = tempfile.TemporaryDirectory() if log is None else None
@@ -478,8 +486,6 @@ def _train_seed(name: str, seed: int, steps, store: Path):
     """Train recipe ``name`` with ``seed`` (and ``steps``), a continued recipe from this
     seed's run of its parent; keep the weights in ``store``; return ``(model, curve)``.
     Weights already kept there for the same recipe options are read instead of retrained."""
-    from .model import load_checkpoint, save_checkpoint
-    from .train import recipe
 
     plan = recipe(name)
     train = {**plan["train"], "seed": seed, **({"steps": steps} if steps else {})}
@@ -505,7 +511,6 @@ def _parent(name: str, seed: int, steps, store: Path, *, ensure: bool = True) ->
     checkpoint when it is that very run, else the parent trained with ``seed`` (and
     ``steps``) by :func:`_seeded_runs` into ``store``; with ``ensure``, trained now if it
     is not there."""
-    from .train import RECIPES, TrainConfig
 
     if name in RECIPES and seed == TrainConfig.from_dict(RECIPES[name]["train"]).seed and not steps:
         return name
@@ -530,7 +535,6 @@ def _seed_facts(runs) -> dict:
 def _seeded_protocol(names, steps) -> dict:
     """What the protocol of every :func:`_seeded_runs` study states: the models, their shared
     architecture, each recipe's training options, and where seed 0 comes from."""
-    from .train import recipe
 
     return {
         "models": names,
@@ -636,8 +640,6 @@ class Study:
         object.__setattr__(self, "__doc__", self.about)
 
     def __call__(self, seeds=(0, 1, 2), *, models=None, steps=None, log=None, **settings) -> dict:
-        from .train import recipe
-
         seeds = _check_seeds(seeds)
         models = [check_choice("models[]", n, tuple(self.models)) for n in models or self.models]
         for i, n in enumerate(models):  # a continued recipe needs its parent first
@@ -704,25 +706,28 @@ _CONTEXT = (
 )
 
 
-def _perplexities(s: dict, model, **kw) -> dict:
-    """Perplexity with its interval at each of ``s["lengths"]`` on ``s["tokens"]`` validation
-    characters (``None`` where a learned table has no rows)."""
-    from .evaluate import perplexity_interval, window_losses
-
+def _losses(s: dict, model, **kw) -> dict:
+    """Window losses at each of ``s["lengths"]`` on ``s["tokens"]`` validation characters
+    (:func:`pecourse.lab.evaluate.window_losses`; ``None`` where a learned table has no rows)."""
     out = {}
     for n in s["lengths"]:
         try:
-            out[str(n)] = perplexity_interval(window_losses(model, n, tokens=s["tokens"], **kw))
+            out[n] = window_losses(model, n, tokens=s["tokens"], **kw)
         except ValueError:  # a learned table has no row for these positions
-            out[str(n)] = None
+            out[n] = None
     return out
+
+
+def _perplexities(s: dict, model, losses: dict | None = None, **kw) -> dict:
+    """Perplexity with its interval at each length, from ``losses`` (:func:`_losses`) when the
+    caller already has them."""
+    losses = _losses(s, model, **kw) if losses is None else losses
+    return {str(n): None if x is None else perplexity_interval(x) for n, x in losses.items()}
 
 
 def _context_of(model, name, s: dict) -> dict:
     """``context_used`` and its gains (:func:`pecourse.evaluate.context_used`) at the model's
     training length, for a model trained on plain text (others get nothing)."""
-    from .evaluate import context_losses, context_used
-    from .train import recipe
 
     if recipe(name)["train"]["data"] != "text":
         return {}
@@ -814,8 +819,6 @@ sliding_seeds = Study(
 
 def _context(s: dict):
     def measure(model, name):
-        from .evaluate import context_losses, context_used
-
         n = model.config.train_len
         return {"train_len": n, **context_used(context_losses(model, n, tokens=s["tokens"]))}
 
@@ -848,9 +851,6 @@ SHORT_DISTANCES = (8, 16, 24, 32, 40, 48, 56)
 
 def _retrieval(s: dict):
     def measure(model, name):
-        from .evaluate import effective_length_interval, needle_outcomes, retrieval
-        from .train import recipe
-
         key_len = recipe(name)["train"]["task_options"]["key_len"]
         out = {}
         for label, ds, length in (
@@ -890,7 +890,6 @@ retrieval_seeds = Study(
 def _augmentation(s: dict):
     def measure(model, name):
         from ..positions.augmentation import randomized_positions
-        from .train import recipe
 
         out = _perplexities(s, model)
         train = recipe(name)["train"]
@@ -927,7 +926,6 @@ augmentation_seeds = Study(
 def _needles(s: dict):
     def measure(model, name):
         from .experiments import multikey_cells, needle_grid_cells
-        from .train import recipe
 
         key_len = recipe(name)["train"]["task_options"]["key_len"]
         grid = needle_grid_cells(
@@ -958,17 +956,13 @@ needle_seeds = Study(
 )
 
 
-#: The model of the shipped passkey checkpoints (``rope_passkey``) and its needle distances.
-PASSKEY_MODEL = dict(d_model=64, n_layers=4, n_heads=4, train_len=64)
+#: The needle distances of :data:`windowed_passkey` (inside its 64-character sequences).
 PASSKEY_DISTANCES = (4, 8, 12, 16, 24, 32, 48, 60)
 #: The arms of :data:`windowed_passkey`: each a continuation of ``rope_passkey``.
 WINDOWED_ARMS = ("rope_passkey_swa", "rope_passkey_swa_nope", "rope_passkey_swa_rope")
 
 
 def _windowed(s: dict):
-    from .evaluate import needle_outcomes, retrieval
-    from .train import recipe
-
     def score(model):
         key_len = recipe("rope_passkey")["train"]["task_options"]["key_len"]
         got = needle_outcomes(
@@ -1132,14 +1126,16 @@ counting_length_generalisation = Study(
 
 def _text_extrapolation(s: dict):
     def measure(model, name):
-        from .evaluate import band_losses, context_losses, context_used, window_losses
-
         top = s["bands_at"]
         bands = ((0, 64), (64, 128), (128, top))
+        losses = _losses(s, model)
+        at_top = losses.get(top)
+        if at_top is None:  # bands_at is not among the lengths
+            at_top = window_losses(model, top, tokens=s["tokens"])
         used = context_used(context_losses(model, tokens=s["tokens"]))
         return {
-            **_perplexities(s, model),
-            "bands": band_losses(window_losses(model, top, tokens=s["tokens"]), bands),
+            **_perplexities(s, model, losses),
+            "bands": band_losses(at_top, bands),
             "context_used": used["context_used"],
         }
 
@@ -1174,11 +1170,9 @@ def _imposed(s: dict):
         return m
 
     def cells(model):
-        from .evaluate import window_losses
-
         short, long = min(s["lengths"]), max(s["lengths"])
-        losses = {n: window_losses(model, n, tokens=s["tokens"]) for n in s["lengths"]}
-        out = _perplexities(s, model)
+        losses = _losses(s, model)
+        out = _perplexities(s, model, losses)
         out[str(short)] |= {
             "first_8_positions_loss": _score(losses[short][:, :8].mean(1)),
             "later_positions_loss": _score(losses[short][:, 8:].mean(1)),
@@ -1223,8 +1217,6 @@ imposed_windows = Study(
 
 def _anchor(s: dict):
     def measure(model, name):
-        from .train import recipe
-
         bos = recipe(name)["train"]["data"] == "text+bos"
         losses = text_window_losses(model, bos=bos, tokens=s["tokens"])
         bands = {"1-7": slice(0, 7), "8-31": slice(7, 31), "32-63": slice(31, 63)}
@@ -1268,28 +1260,26 @@ def _extension(s: dict):
     ``lengths`` (non-overlapping, and sliding with stride ``L/4``) and its loss by band at the
     longest; a passkey model's accuracy by needle distance; a base model (no ``init_from``)
     under each training-free scaling as well."""
-    from . import evaluate as ev
     from .experiments import _bands, _scaled_variants
-    from .train import recipe
 
     train_len = recipe("rope")["model"]["train_len"]
     top = max(s["lengths"])
     bands = _bands(train_len, int(round(s["factor"] * train_len)), top)
 
     def text(model, slide: bool):
-        losses = {n: ev.window_losses(model, n, tokens=s["tokens"]) for n in s["lengths"]}
-        out = {str(n): ev.perplexity_interval(x) for n, x in losses.items()}
-        out["bands"] = ev.band_losses(losses[top], bands)
+        losses = _losses(s, model)
+        out = _perplexities(s, model, losses)
+        out["bands"] = band_losses(losses[top], bands)
         if slide:
             out["sliding"] = _perplexities(s, model, mode="sliding")
         return out
 
     def passkey(model, name):
         key_len = recipe(name)["train"]["task_options"]["key_len"]
-        got = ev.needle_outcomes(model, s["distances"], samples=s["samples"], key_len=key_len)
+        got = needle_outcomes(model, s["distances"], samples=s["samples"], key_len=key_len)
         return {
-            "retrieval": {str(d): v for d, v in ev.retrieval(got).items()},
-            "effective": ev.effective_length_interval(got),
+            "retrieval": {str(d): v for d, v in retrieval(got).items()},
+            "effective": effective_length_interval(got),
         }
 
     def measure(model, name):
@@ -1337,7 +1327,6 @@ def _by_label(runs, models, s) -> dict:
 def _extension_protocol(recording: dict, s: dict) -> dict:
     """The extended window and YaRN's betas, which the chapters read from the protocol."""
     from .experiments import YARN_BETAS
-    from .train import recipe
 
     train_len = recipe("rope")["model"]["train_len"]
     extended = int(round(s["factor"] * train_len))
