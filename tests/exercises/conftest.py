@@ -19,17 +19,16 @@ from pecourse.exercises.grade import (
     write_sqlite,
 )
 from pecourse.exercises.notebook import grade_id, read_notebook, write_notebook
-from pecourse.exercises.sandbox import UID_BASE
 
-from .attacks import MARKER, attacks
+from .attacks import attacks
 from .helpers import (
     SLUGS,
     SOLUTIONS_DIR,
     SOURCES,
     TEST_LIMITS,
     answered,
+    left_behind,
     make_class,
-    processes_matching,
     tree_digest,
     typed,
 )
@@ -194,19 +193,19 @@ def hostile(tmp_path_factory) -> Hostile:
     try:
         with pytest.MonkeyPatch.context() as env:
             env.setenv(SECRET_NAME, SECRET)
-            rows = grade_class(
-                root,
-                exercises=[SLUG],
-                limits=HOSTILE_LIMITS,
-                jobs=2,
-                progress=False,
-                isolation="namespaces",
-                protected=[str(book)],
-            )
+            with left_behind() as survivors:  # this grading's processes only
+                rows = grade_class(
+                    root,
+                    exercises=[SLUG],
+                    limits=HOSTILE_LIMITS,
+                    jobs=2,
+                    progress=False,
+                    isolation="namespaces",
+                    protected=[str(book)],
+                )
     except IsolationUnavailable as exc:  # pragma: no cover - CI machines are root on Linux
         pytest.skip(f"the attack class needs namespaces: {exc}")
     time.sleep(1.0)  # what a surviving process would have written after the grader
-    survivors = processes_matching(MARKER, uid_from=UID_BASE)
     return Hostile(
         root,
         {(r.student, r.part): r for r in rows},

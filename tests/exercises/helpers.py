@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
+import time
 from pathlib import Path
 
+from pecourse.exercises import sandbox
 from pecourse.exercises.grade import Limits
 from pecourse.exercises.notebook import (
     build_student_notebook,
@@ -88,25 +91,61 @@ def tree_digest(folder: Path) -> str:
     return h.hexdigest()
 
 
-def processes_matching(marker: str, uid_from: int | None = None) -> list[str]:
-    """Processes whose command line contains ``marker`` (or whose uid is >= ``uid_from``)."""
-    found = []
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
+def _processes() -> dict[int, tuple[int, str, str]]:
+    """``{pid: (parent, state, "uid=UID command line")}`` of every process now."""
+    found = {}
+    for name in os.listdir("/proc"):
         try:
-            cmd = (
-                Path(f"/proc/{pid}/cmdline")
-                .read_bytes()
-                .replace(b"\0", b" ")
-                .decode(errors="replace")
-            )
-            uid = os.stat(f"/proc/{pid}").st_uid
+            stat = Path(f"/proc/{name}/stat").read_bytes() if name.isdigit() else b""
+            cmd = Path(f"/proc/{name}/cmdline").read_bytes() if stat else b""
+            uid = os.stat(f"/proc/{name}").st_uid
         except OSError:
             continue
-        if marker in cmd or (uid_from is not None and uid >= uid_from):
-            found.append(f"{pid} uid={uid} {cmd.strip()}")
+        if stat:  # the command name may hold spaces and ")": the fields follow the last ")"
+            state, parent = stat[stat.rfind(b")") + 2 :].split()[:2]
+            line = cmd.replace(b"\0", b" ").decode(errors="replace").strip()
+            found[int(name)] = (int(parent), state.decode(), f"uid={uid} {line}")
     return found
+
+
+def descendants(root: int) -> list[int]:
+    """``root``'s live descendants (zombies, dead already, are not counted)."""
+    table = _processes()
+    found, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        kids = [p for p, (parent, _, _) in table.items() if parent == pid]
+        found += [p for p in kids if table[p][1] != "Z"]
+        todo += kids
+    return found
+
+
+@contextlib.contextmanager
+def left_behind(wait: float = 5.0):
+    """The processes a grading inside the block leaves running: this list, filled when the
+    block ends. Meanwhile this process is a child subreaper, so every orphan of the grading
+    (a double fork, a ``setsid``) is re-parented to it rather than to init: what the block
+    left is among this process's new descendants, and nothing of another grader on the
+    machine (its jobs have job uids too, its attacks the same marker) is among them.
+    Processes killed at the end get ``wait`` seconds to go; orphans that died are reaped."""
+    before = set(descendants(os.getpid()))
+    sandbox.prctl(sandbox.PR_SET_CHILD_SUBREAPER, 1)
+    left: list[str] = []
+    try:
+        yield left
+    finally:
+        end = time.monotonic() + wait
+        while True:
+            for pid, (parent, state, _) in _processes().items():
+                if parent == os.getpid() and state == "Z" and pid not in before:
+                    os.waitpid(pid, os.WNOHANG)  # an orphan of the grading that died
+            now = [p for p in descendants(os.getpid()) if p not in before]
+            if not now or time.monotonic() > end:
+                break
+            time.sleep(0.1)
+        sandbox.prctl(sandbox.PR_SET_CHILD_SUBREAPER, 0)
+        table = _processes()
+        left += [f"{p} {table[p][2]}" for p in now if p in table]
 
 
 SOLUTIONS_DIR = default_source_dir()
