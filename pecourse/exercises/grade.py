@@ -894,13 +894,31 @@ def _connect(path: Path) -> sqlite3.Connection:
 
 
 def write_sqlite(rows: list[Row], path: str | Path) -> None:
-    """Store rows in table ``grades``; a regraded (student, exercise) replaces its old rows."""
+    """Store rows in table ``grades``; a regraded (student, exercise) replaces its old rows.
+
+    A later round that did not receive a student's exercise (every row ``no submission``)
+    keeps the grade of an earlier round that did: rounds graded into one gradebook add up.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     db = _connect(path)
     try:
         with db:
+            kept = set()
             for student, exercise in sorted({(r.student, r.exercise) for r in rows}):
+                absent = all(
+                    r.reason.startswith("no submission")
+                    for r in rows
+                    if (r.student, r.exercise) == (student, exercise)
+                )
+                graded = db.execute(
+                    "SELECT 1 FROM grades WHERE student = ? AND exercise = ? "
+                    "AND reason NOT LIKE 'no submission%'",
+                    (student, exercise),
+                ).fetchone()
+                if absent and graded:
+                    kept.add((student, exercise))
+                    continue
                 db.execute(
                     "DELETE FROM grades WHERE student = ? AND exercise = ?", (student, exercise)
                 )
@@ -909,6 +927,7 @@ def write_sqlite(rows: list[Row], path: str | Path) -> None:
                 [
                     (r.student, r.exercise, r.part, r.points, r.max_points, r.reason, r.isolation)
                     for r in rows
+                    if (r.student, r.exercise) not in kept
                 ],
             )
     finally:

@@ -231,6 +231,30 @@ def test_gradebook_regrade_replaces_only_its_rows(tmp_path):
     assert len(written) == 2 and (tmp_path / "book.csv").read_text().count("\n") == 3
 
 
+def test_gradebook_later_round_keeps_grades_of_students_absent_from_it(tmp_path):
+    # Round 1 graded a and b on e1; round 2 received e1 from a only (b handed in e2), so
+    # grade_class gives b's e1 "no submission". b's round-1 grade must survive; a's regrade
+    # replaces a's; a first "no submission" is stored.
+    db = tmp_path / "book.sqlite"
+    write_sqlite(
+        [Row("a", "e1", "p", 1.0, 2.0, "x", "namespaces"),
+         Row("b", "e1", "p", 2.0, 2.0, "", "namespaces")],
+        db,
+    )  # fmt: skip
+    write_sqlite(
+        [Row("a", "e1", "p", 2.0, 2.0, "", "namespaces"),
+         Row("b", "e1", "p", 0.0, 2.0, "no submission", ""),
+         Row("b", "e2", "p", 0.0, 2.0, "no submission (found 'E2.ipynb')", "")],
+        db,
+    )  # fmt: skip
+    stored = [(r.student, r.exercise, r.points, r.reason) for r in read_sqlite(db)]
+    assert stored == [
+        ("a", "e1", 2.0, ""),
+        ("b", "e1", 2.0, ""),
+        ("b", "e2", 0.0, "no submission (found 'E2.ipynb')"),
+    ]
+
+
 @pytest.mark.parametrize("text", ["=1+1", "+1", "-1", "@SUM(A1)", "\tx"])
 def test_csv_escapes_formula_starters(tmp_path, text):
     write_csv([Row(text, "e", "p", 0.0, 1.0, text, "")], tmp_path / "b.csv")
