@@ -90,7 +90,12 @@ def test_no_two_modules_import_each_other():
 
 @pytest.mark.parametrize(
     "module",
-    ["pecourse.cards_check_imports", "pecourse.exercises.grade", "pecourse.exercises.check"],
+    [
+        "pecourse.cards_check_imports",
+        "pecourse.exercises.grade",
+        "pecourse.exercises.check",
+        "pecourse.report",
+    ],
 )
 def test_the_deck_and_the_grader_do_not_import_the_model_or_torch(module):
     """Importing the deck (and its number checks) or the grader loads neither torch nor the
