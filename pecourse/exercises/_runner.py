@@ -64,13 +64,16 @@ from __future__ import annotations
 
 import ast
 import builtins
+import io
 import json
 import os
+import re
 import signal
 import socket
 import sys
 import time
 import zlib
+from importlib import resources
 
 from . import sandbox, wire
 
@@ -100,33 +103,19 @@ class StudentExit(BaseException):
     """The student's function called ``sys.exit``."""
 
 
-class CappedOutput:
+class CappedOutput(io.TextIOBase):
     """A text stream that keeps the first ``cap`` characters and counts the rest."""
 
+    encoding, errors = "utf-8", "replace"
+
     def __init__(self, cap: int):
-        self.cap = cap
-        self.kept: list[str] = []
-        self.size = 0
-        self.encoding = "utf-8"
-        self.errors = "replace"
+        self.cap, self.kept, self.size = cap, [], 0
 
     def write(self, text) -> int:
         text = str(text)
-        room = self.cap - min(self.size, self.cap)
-        if room > 0:
-            self.kept.append(text[:room])
+        self.kept.append(text[: max(0, self.cap - self.size)])
         self.size += len(text)
         return len(text)
-
-    def writelines(self, lines) -> None:
-        for line in lines:
-            self.write(line)
-
-    def flush(self) -> None:
-        pass
-
-    def isatty(self) -> bool:
-        return False
 
     def fileno(self) -> int:  # some libraries ask; the real fd is /dev/null
         return 1
@@ -140,8 +129,9 @@ def clean_text(text: str, limit: int = MAX_ERROR_CHARS) -> str:
     return text
 
 
-def describe(exc: BaseException, memory_mb: int, cell_timeout: float) -> str:
-    """The reason a cell failed, in the gradebook's words."""
+def describe(exc: BaseException, memory_mb: int, cell_timeout: float, returned=None) -> str:
+    """The reason a cell failed, in the gradebook's words; ``returned``: ``{dtype: name}``
+    of the tensors the answer's functions returned in the cell, for a dtype problem."""
     if isinstance(exc, CellTimeout):
         return f"timed out: the cell ran longer than {cell_timeout:g} s (an endless loop?)"
     if isinstance(exc, StudentGone):
@@ -158,20 +148,27 @@ def describe(exc: BaseException, memory_mb: int, cell_timeout: float) -> str:
     origin = getattr(exc, "pecourse_answer", None)
     if origin:  # raised inside the student's function
         return clean_text(f"{origin} raised {text}")
-    named = _named_problem(exc, message)  # raised by the test, on what the answer returned
+    named = _named_problem(exc, message, returned or {})  # raised by the test
     return clean_text(f"{named}: {text}" if named else text)
 
 
-def _named_problem(exc: BaseException, message: str) -> str | None:
-    """Say "dtype problem" or "shape problem" for the usual torch errors."""
+def _named_problem(exc: BaseException, message: str, returned: dict) -> str | None:
+    """Say "dtype problem" or "shape problem" for the usual torch errors; for a dtype, the
+    one expected against the one the answer returned, where the message names both."""
     if not isinstance(exc, (RuntimeError, TypeError, ValueError, IndexError)):
         return None
     low = message.lower()
     if any(m in low for m in _SHAPE_MARKS.split("|")):
         return "shape problem (check the shape the exercise asks for)"
-    if any(m in low for m in ("did not match", "scalar type", "dtype", "result type")):
-        return "dtype problem (check the dtype the exercise asks for; compare in float64)"
-    return None
+    if not any(m in low for m in ("did not match", "scalar type", "dtype", "result type")):
+        return None
+    named = [_TORCH_DTYPES.get(w, w) for w in re.findall(r"[a-z]+\d*", low)]
+    named = [d for d in dict.fromkeys(named) if d in _TORCH_DTYPES.values()]
+    got = [d for d in named if d in returned]
+    if len(named) == 2 and len(got) == 1:
+        expected = next(d for d in named if d != got[0])
+        return f"dtype problem: expected {expected}, {returned[got[0]]} returned {got[0]}"
+    return "dtype problem (check the dtype the exercise asks for)"
 
 
 _SHAPE_MARKS = (
@@ -179,6 +176,9 @@ _SHAPE_MARKS = (
     "range|invalid for input of size|mismatch in shape|expected size|does not match the shape|"
     "broadcast"
 )
+_TORCH_DTYPES = {"double": "float64", "float": "float32", "half": "float16", "long": "int64"}
+_TORCH_DTYPES |= {"int": "int32", "short": "int16", "char": "int8", "byte": "uint8"}
+_TORCH_DTYPES |= {"bfloat16": "bfloat16", "bool": "bool", "complexfloat": "complex64"}
 
 
 # --------------------------------------------------------------------------- a channel
@@ -456,6 +456,7 @@ class Judge:
         self.ns: dict = {"__name__": "__main__", "__builtins__": builtins}
         self.channel: Channel | None = None
         self._rng_sent = None  # the torch RNG state last sent to the student's process
+        self.returned: dict[str, str] = {}  # {dtype: answer} of the tensors returned in a cell
 
     # ----------------------------------------------------------------- process set-up
     def spawn(self, keep_closed: tuple[int, ...] = ()) -> None:
@@ -530,7 +531,7 @@ class Judge:
         protected = list(job.get("protected", []))
         allow = []
         if job.get("allow_reference"):
-            package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+            package = str(resources.files("pecourse"))  # the reference code, allowed
             allow.append(package)
             protected.append(os.path.join(package, "exercises"))
         if self.gone or self.channel is None:
@@ -665,9 +666,13 @@ class Judge:
             answer = f"{name}({_kinds(args, kwargs)})"
             raise rebuild_exception(raised if isinstance(raised, dict) else {}, answer=answer)
         try:
-            return wire.decode(reply["result"], blobs)
+            value = wire.decode(reply["result"], blobs)
         except (wire.WireError, KeyError) as exc:
             raise TypeError(f"{name}(...) returned a value the grader cannot read: {exc}") from None
+        for v in value if isinstance(value, (list, tuple)) else [value]:
+            if isinstance(v, self.torch.Tensor):  # for a dtype problem's reason
+                self.returned[str(v.dtype).removeprefix("torch.")] = name
+        return value
 
     def refresh_names(self) -> None:
         names = list(self.job.get("answer_names", []))
@@ -699,12 +704,13 @@ class Judge:
 
     def run_judge_cell(self, source: str, label: str) -> str | None:
         self.deadline = time.monotonic() + self.cell_timeout  # its calls into the student too
+        self.returned = {}
         try:
             code = compile(source, f"<{label}>", "exec")
             exec(code, self.ns)  # noqa: S102 - the course's own set-up and test code
             return None
         except BaseException as exc:  # noqa: BLE001 - the failing test's reason
-            reason = describe(exc, self.memory_mb, self.cell_timeout)
+            reason = describe(exc, self.memory_mb, self.cell_timeout, self.returned)
             what, hint = _expectation(exc, source, label)
             if what:  # the answer raised inside a check: name the case and give its hint
                 reason = clean_text(f"{what}: {reason}" + (f"; hint: {hint}" if hint else ""))

@@ -19,6 +19,7 @@ from .helpers import SOURCES, answered
 
 EXPECTED = torch.tensor([[0.1234567, -0.7654321], [0.3141592, 0.2718281]])
 EX01 = "01_learned_absolute_positions"
+EX08 = "08_rope"
 
 
 def _failure(check) -> str:
@@ -70,3 +71,21 @@ def test_a_raising_answer_keeps_the_case_and_its_hint(tmp_path):
     assert "rows_with_gradient(4, [1])" in reason, reason  # the case, as the test names it
     assert "hint: a sequence of length 1 reaches row 0 only" in reason, reason
     assert "rows_with_gradient(int, list)" in reason, reason  # the kinds of the arguments
+
+
+def test_a_dtype_problem_says_the_dtype_expected_against_the_one_returned(tmp_path):
+    # Exercise 08's rope_half must return x's dtype; this one returns float64, and the
+    # visible test's torch.allclose(out, expected) raises "Double did not match Float".
+    source = read_notebook(next(p for p in SOURCES if p.stem == EX08))
+    right = next(
+        c.source
+        for c in source.cells
+        if c.metadata.get("nbgrader", {}).get("grade_id") == "answer_half"
+    )
+    double = right + "\n\n_right = rope_half\nrope_half = lambda *a: _right(*a).double()"
+    (tmp_path / "ann").mkdir()
+    write_notebook(answered(source, {"answer_half": double}), tmp_path / "ann" / f"{EX08}.ipynb")
+    rows = grade_class(tmp_path, exercises=[EX08], limits=Limits(cell_timeout=10.0), progress=False)
+    reason = next(r.reason for r in rows if r.part == "test_half")
+    assert reason.startswith("dtype problem: expected float32, rope_half returned float64"), reason
+    assert "compare in float64" not in reason, reason

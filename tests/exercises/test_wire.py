@@ -105,7 +105,15 @@ def test_dtype_and_shape_problems_are_named():
     from pecourse.exercises._runner import describe
 
     dtype = describe(RuntimeError("Float did not match Double"), 100, 1.0)
-    assert dtype.startswith("dtype problem (check the dtype the exercise asks for")
+    assert dtype.startswith("dtype problem (check the dtype the exercise asks for)")
+    # with the dtypes the answer returned, the one expected against the one got
+    for message in ("Float did not match Double", "expected scalar type Double but found Float"):
+        named = describe(RuntimeError(message), 100, 1.0, {"float32": "f", "int64": "g"})
+        assert named.startswith("dtype problem: expected float64, f returned float32"), named
+    both = describe(
+        RuntimeError("Float did not match Double"), 1, 1, {"float32": "f", "float64": "g"}
+    )
+    assert both.startswith("dtype problem (check the dtype the exercise asks for)"), both
     shape = describe(
         RuntimeError("The size of tensor a (5) must match the size of tensor b (4)"), 100, 1.0
     )
