@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 # Which module registers each command, and its one-line help: a command imports only its own
@@ -80,10 +81,17 @@ def main(argv: list[str] | None = None) -> int:
     from .course import NotACheckoutError
 
     try:
-        return int(args.func(args) or 0)
+        code = int(args.func(args) or 0)
+        sys.stdout.flush()  # here, where a closed pipe is caught, rather than at exit
+        return code
     except NotACheckoutError as exc:  # a command that needs the course's folders, run elsewhere
         print(f"pecourse {args.command}: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # the reader left (`pecourse cards stats | head`): no traceback, and stdout goes to
+        # devnull so that the interpreter's final flush does not raise again
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
 
 
 if __name__ == "__main__":

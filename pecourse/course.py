@@ -232,10 +232,21 @@ def update_readme(root: str | Path | None = None) -> bool:
     return updated != text
 
 
-if __name__ == "__main__":
+def main(argv: list[str] | None = None) -> int:
+    """``python -m pecourse.course``: print the syllabus table, or ``--update-readme``."""
     import sys
 
-    if sys.argv[1:] == ["--update-readme"]:
-        print("README updated" if update_readme() else "README already current")
-    else:
-        print(syllabus_table())
+    argv = sys.argv[1:] if argv is None else list(argv)
+    try:
+        if argv == ["--update-readme"]:
+            print("README updated" if update_readme() else "README already current")
+        else:
+            print(syllabus_table())
+    except NotACheckoutError as exc:  # the table reads the chapters, which only a checkout has
+        print(f"python -m pecourse.course: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

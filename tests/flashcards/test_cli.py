@@ -2,6 +2,9 @@
 
 import io
 import json
+import os
+import subprocess
+import sys
 import zipfile
 
 from pecourse.cli import main
@@ -95,3 +98,17 @@ def test_bad_concept_is_refused(data_dir, capsys):
 def test_cards_without_action_prints_help(capsys):
     assert main(["cards"]) == 0
     assert "review" in capsys.readouterr().out
+
+
+def test_a_reader_that_leaves_early_gets_no_traceback(data_dir):
+    # `pecourse cards stats | head -1`: here the reader has gone before the first line
+    stats = subprocess.Popen(
+        [sys.executable, "-m", "pecourse.cli", "cards", "stats"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "PECOURSE_DATA_DIR": str(data_dir)},
+    )
+    stats.stdout.close()
+    error = stats.stderr.read().decode()
+    assert stats.wait(timeout=60) == 1
+    assert error == ""
