@@ -6,10 +6,12 @@ import argparse
 import json
 import sys
 
+from pecourse.course import LEARNING_PATH
+
 from .deck import CONCEPTS, TITLES, load_deck
 from .store import ProgressStore, make_scheduler, utc_now
 
-_RATING_NAMES = {"1": "again", "2": "hard", "3": "good", "4": "easy"}
+_RATINGS = {"1": "again", "2": "hard", "3": "good", "4": "easy", "q": None}
 
 
 def register(subparsers) -> None:
@@ -24,7 +26,13 @@ def register(subparsers) -> None:
 
     review = sub.add_parser("review", help="review due and new cards in the terminal")
     review.add_argument("--concept", type=_concept, help="syllabus number 1-16 (default: all)")
-    review.add_argument("--limit", type=int, default=None, help="stop after this many cards")
+    review.add_argument("--limit", type=_positive, default=None, help="stop after this many cards")
+    review.add_argument(
+        "--order",
+        choices=("path", "syllabus"),
+        default="path",
+        help="new cards by the suggested reading path (default) or by syllabus number",
+    )
     review.set_defaults(func=cmd_review)
 
     stats = sub.add_parser("stats", help="due / new / learned counts per concept")
@@ -54,6 +62,18 @@ def register(subparsers) -> None:
     reset.set_defaults(func=cmd_reset)
 
 
+def _positive(text: str) -> int:
+    try:
+        number = int(text)
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise argparse.ArgumentTypeError(
+            f"--limit must be a whole number of cards >= 1, got {text!r}"
+        )
+    return number
+
+
 def _concept(text: str) -> int:
     try:
         number = int(text)
@@ -64,38 +84,73 @@ def _concept(text: str) -> int:
     return number
 
 
-def cmd_review(args) -> int:
+def _review_order(args) -> list[int]:
+    if args.concept is not None:
+        return [args.concept]
+    return list(LEARNING_PATH) if args.order == "path" else sorted(CONCEPTS)
 
-    deck = {c.id: c for c in load_deck(args.concept)}
+
+def cmd_review(args) -> int:
+    """Review in the terminal: the question, then the answer (the learner may type theirs
+    first), then a rating that is saved at once through the store the quiz widget uses, so a
+    session stopped anywhere (q, end of input, Ctrl-C) keeps every rating given."""
+    from .terminal import show  # rich and pylatexenc: only this command needs them
+
+    deck = {c.id: c for number in _review_order(args) for c in load_deck(number)}
     store = ProgressStore()
     scheduler = make_scheduler()
-    done = 0
-    print("Enter shows the answer; rate 1 again, 2 hard, 3 good, 4 easy; q quits.")
-    while args.limit is None or done < args.limit:
-        queue = store.queue(deck, utc_now())
-        if not queue:
-            print("Nothing to review right now.")
-            break
-        card = deck[queue[0]]
-        print(f"\n[{card.concept:02d} {card.topic}]\n{card.question()}")
-        try:
-            if input("(Enter to show the answer, q to quit) ").strip().lower() == "q":
+    start = store.stats(deck, utc_now())
+    print(
+        f"{start.due} due and {start.new} new of {start.total} cards "
+        f"({'concept ' + str(args.concept) if args.concept else 'order: ' + args.order}); "
+        f"progress is kept in {store.path}."
+    )
+    print(
+        "Type your answer or press Enter to show it; rate 1 again, 2 hard, 3 good, 4 easy; "
+        "q quits. Every rating is saved when given (Ctrl-C loses nothing)."
+    )
+    done, interrupted = 0, False
+    try:
+        while args.limit is None or done < args.limit:
+            queue = store.queue(deck, utc_now())
+            if not queue:
+                print("Nothing to review right now.")
                 break
-            print(f"\n{card.answer()}\n")
-            while True:
-                answer = input("Rate 1-4 (q quits): ").strip().lower()
-                if answer in _RATING_NAMES or answer == "q":
-                    break
+            session = done + len(queue)
+            if args.limit is not None:
+                session = min(session, args.limit)
+            card = deck[queue[0]]
+            print(
+                f"\n[{done + 1}/{session}] {card.concept:02d} {TITLES[card.concept]}: {card.topic}"
+            )
+            show(card.question())
+            typed = input("Your answer (Enter shows it, q quits): ").strip()
+            if typed.lower() == "q":
+                break
+            print()
+            show(card.answer())
+            if typed:
+                print(f"You wrote: {typed}")
+            if card.source:
+                print(f"Source: {card.source}")
+            while (answer := input("Rate 1-4 (q quits): ").strip().lower()) not in _RATINGS:
                 print("Please type 1, 2, 3, 4 or q.")
-        except EOFError:
-            break
-        if answer == "q":
-            break
-        state = store.review(card.id, _RATING_NAMES[answer], now=utc_now(), scheduler=scheduler)
-        done += 1
-        print(f"Saved: next review {state.due:%Y-%m-%d %H:%M} UTC.")
-    print(f"Reviewed {done} card{'s' * (done != 1)}.")
-    return 0
+            if answer == "q":
+                break
+            state = store.review(card.id, _RATINGS[answer], now=utc_now(), scheduler=scheduler)
+            done += 1
+            print(f"Saved ({_RATINGS[answer]}): next review {state.due:%Y-%m-%d %H:%M} UTC.")
+    except EOFError:  # the input ended (Ctrl-D, or a file fed to stdin)
+        print()
+    except KeyboardInterrupt:
+        interrupted = True
+        print()
+    left = store.stats(deck, utc_now())
+    print(
+        f"Reviewed {done} card{'s' * (done != 1)}; {left.due} due and {left.new} new remain. "
+        f"Progress saved in {store.path}."
+    )
+    return 130 if interrupted else 0  # 128 + SIGINT, as a shell reports an interrupted command
 
 
 def cmd_stats(args) -> int:

@@ -3,13 +3,20 @@
 import io
 import json
 import os
+import signal
+import sqlite3
 import subprocess
 import sys
 import zipfile
 
+import pytest
+
 from pecourse.cli import main
-from pecourse.flashcards.deck import load_deck
+from pecourse.course import LEARNING_PATH
+from pecourse.flashcards.deck import TITLES, load_deck
+from pecourse.flashcards.render import _MATH
 from pecourse.flashcards.store import ProgressStore
+from pecourse.flashcards.terminal import math_to_text
 
 
 def test_stats_on_a_fresh_database(data_dir, capsys):
@@ -36,24 +43,105 @@ def test_stats_report_retired_history(data_dir, capsys):
     assert "retired cards with history kept (never shown): 1, 1 reviews" in capsys.readouterr().out
 
 
+def _flat(text: str) -> str:
+    """Text with rich's line wrapping undone."""
+    return " ".join(text.split())
+
+
 def test_review_in_the_terminal(data_dir, capsys, monkeypatch):
     monkeypatch.setattr("sys.stdin", io.StringIO("\n3\n\nx\n1\nq\n"))
     assert main(["cards", "review", "--concept", "3"]) == 0
-    out = capsys.readouterr().out
+    out = _flat(capsys.readouterr().out)
     alibi = load_deck(3)
     assert alibi[0].is_cloze  # the first ALiBi card is a cloze card: blank first, then filled
-    assert alibi[0].question() in out and alibi[0].answer() in out and alibi[1].question() in out
-    before_answer = out.split(alibi[0].answer())[0]
-    assert "[…]" in before_answer and "{{c1::" not in out
-    assert "Please type 1, 2, 3, 4 or q." in out and "Reviewed 2 cards." in out
+    question, answer = out.split("Your answer")[:2]
+    assert "[…]" in question and "{{c1::" not in out
+    # maths is shown as Unicode text, not LaTeX: every span of the card, converted
+    spans = _MATH.findall(alibi[0].answer())
+    assert spans and all(_flat(math_to_text(m)) in answer for m in spans)
+    assert not _MATH.search(question + answer)
+    assert f"[1/{len(alibi)}]" in out and f"[2/{len(alibi)}]" in out
+    assert f"0 due and {len(alibi)} new of {len(alibi)} cards" in out
+    assert "Please type 1, 2, 3, 4 or q." in out and "Reviewed 2 cards;" in out
     ratings = [(r["card_id"], r["rating"]) for r in ProgressStore().reviews()]
     assert ratings == [(alibi[0].id, 3), (alibi[1].id, 1)]
+
+
+def test_review_follows_the_reading_path_and_shows_what_was_typed(data_dir, capsys, monkeypatch):
+    monkeypatch.setattr("sys.stdin", io.StringIO("my guess\n4\nq\n"))
+    assert main(["cards", "review"]) == 0
+    out = _flat(capsys.readouterr().out)
+    first = load_deck(LEARNING_PATH[0])[0]
+    assert f"{first.concept:02d} {TITLES[first.concept]}" in out
+    assert "You wrote: my guess" in out and f"Source: {_flat(first.source)}" in out
+    assert [r["card_id"] for r in ProgressStore().reviews()] == [first.id]
+    monkeypatch.setattr("sys.stdin", io.StringIO("q\n"))
+    assert main(["cards", "review", "--order", "syllabus"]) == 0
+    assert f"01 {TITLES[1]}" in capsys.readouterr().out
 
 
 def test_review_stops_at_end_of_input(data_dir, capsys, monkeypatch):
     monkeypatch.setattr("sys.stdin", io.StringIO("\n"))
     assert main(["cards", "review"]) == 0
-    assert "Reviewed 0 cards." in capsys.readouterr().out
+    assert "Reviewed 0 cards;" in capsys.readouterr().out
+
+
+def test_review_refuses_a_limit_below_one(data_dir, capsys):
+    with pytest.raises(SystemExit):
+        main(["cards", "review", "--limit", "0"])
+    assert "--limit must be a whole number of cards >= 1, got '0'" in capsys.readouterr().err
+
+
+def _review_process(data_dir, *args):
+    return subprocess.Popen(
+        [sys.executable, "-m", "pecourse.cli", "cards", "review", *args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "PECOURSE_DATA_DIR": str(data_dir), "COLUMNS": "100"},
+    )
+
+
+def _schedule(data_dir) -> dict:
+    with sqlite3.connect(data_dir / "flashcards.sqlite3") as db:
+        states = dict(db.execute("SELECT card_id, due FROM card_state"))
+        log = db.execute("SELECT card_id, rating FROM review_log ORDER BY id").fetchall()
+    return {"due": states, "log": log}
+
+
+def test_a_review_fed_through_stdin_is_saved_in_the_schedule(data_dir):
+    concept = load_deck(8)
+    review = _review_process(data_dir, "--concept", "8")
+    out, err = review.communicate(b"\n4\nrotate pairs\n2\n\n", timeout=120)
+    assert review.returncode == 0, err.decode()
+    assert "Reviewed 2 cards;" in out.decode() and "You wrote: rotate pairs" in out.decode()
+    schedule = _schedule(data_dir)
+    assert schedule["log"] == [(concept[0].id, 4), (concept[1].id, 2)]
+    # easy schedules the first card later than hard does the second
+    assert set(schedule["due"]) == {concept[0].id, concept[1].id}
+    assert schedule["due"][concept[0].id] > schedule["due"][concept[1].id]
+    # the next session starts where this one stopped, from the same file
+    again = _review_process(data_dir, "--concept", "8")
+    out, _ = again.communicate(b"q\n", timeout=120)
+    assert f"[1/{len(concept) - 2}]" in out.decode()
+
+
+def test_ctrl_c_keeps_every_rating_given(data_dir):
+    first, second = load_deck(LEARNING_PATH[0])[:2]
+    review = _review_process(data_dir)
+    review.stdin.write(b"\n3\n")  # rate the first card, then wait at the second question
+    review.stdin.flush()
+    seen = b""
+    while seen.count(b"Your answer") < 2:
+        chunk = os.read(review.stdout.fileno(), 4096)
+        assert chunk, (seen + review.stderr.read()).decode()
+        seen += chunk
+    review.send_signal(signal.SIGINT)
+    out, err = review.communicate(timeout=60)
+    assert review.returncode == 130, err.decode()
+    assert "Traceback" not in err.decode() and "Reviewed 1 card;" in (seen + out).decode()
+    assert _schedule(data_dir)["log"] == [(first.id, 3)]
+    assert second.id not in _schedule(data_dir)["due"]
 
 
 def test_export_and_reset(data_dir, tmp_path, capsys, monkeypatch):
