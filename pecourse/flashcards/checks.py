@@ -56,6 +56,23 @@ def gpt2_config(field: str) -> float:
     return float(getattr(GPT2Config(), field))
 
 
+@check
+def roberta_position_rows(tokens: int) -> int:
+    """Rows a RoBERTa position table needs for ``tokens`` real tokens: the largest position
+    id plus one, from transformers' own ids (``create_position_ids_from_input_ids``, after
+    fairseq's ``make_positions``: ids start after the padding index) with the padding index
+    of transformers' ``RobertaConfig``."""
+    import torch
+    from transformers import RobertaConfig
+    from transformers.models.roberta import modeling_roberta
+
+    make_ids = getattr(modeling_roberta.RobertaEmbeddings, "create_position_ids_from_input_ids",
+                       None) or modeling_roberta.create_position_ids_from_input_ids  # fmt: skip
+    pad = RobertaConfig().pad_token_id
+    ids = torch.full((1, tokens), pad + 1)  # any token that is not padding
+    return int(make_ids(ids, pad).max()) + 1
+
+
 # -- 03 ALiBi ------------------------------------------------------------------------------
 
 
@@ -371,15 +388,38 @@ def bf16_significant_bits() -> int:
 
 
 @check
-def xpos_factor(head_dim: int, pair: int, n: int, m: int, scale_base: float = 512.0) -> dict:
+def xpos_score_factor(head_dim: int, pair: int, n: int, m: int, scale_base: float = 512.0) -> dict:
+    """What xPos does to a score, measured: a query at ``n`` and a key at ``m`` that use only
+    pair ``pair`` (unit vectors, two keys at right angles), scored after xPos's rotation and
+    scaling; the norm of the two scores is the factor xPos puts on that pair's score. It is
+    measured on rotary-embedding-torch's xPos (an implementation independent of the package,
+    which measures positions from the middle of its sequence and reads ``ζ_i`` from its own
+    ``scale``) and on the package's ``apply_xpos``, which must agree. Nothing here assumes
+    how the query and key scales combine: a key scaled like its query, or scales that keep
+    the absolute positions, give another factor. (rotary-embedding-torch comes with the
+    ``dev`` extra, like the package's own cross-tests.)"""
     import torch
+    from rotary_embedding_torch import RotaryEmbedding
 
-    from pecourse.positions.xpos import xpos_scale, xpos_zeta
+    from pecourse.positions.xpos import apply_xpos
 
-    query = xpos_scale(torch.tensor([n]), head_dim, scale_base=scale_base)[0, pair]
-    key = 1.0 / xpos_scale(torch.tensor([m]), head_dim, scale_base=scale_base)[0, pair]
-    return {"value": float(query * key), "zeta_i": float(xpos_zeta(head_dim)[pair]),
-            "n": n, "m": m, "B": scale_base}  # fmt: skip
+    reference = RotaryEmbedding(dim=head_dim, use_xpos=True, xpos_scale_base=scale_base).double()
+    length = max(n, m) + 1
+    q = torch.zeros(2, 1, length, head_dim, dtype=torch.float64)
+    k = torch.zeros_like(q)
+    q[:, 0, n, 2 * pair] = 1.0  # interleaved pairing: pair i is coordinates (2i, 2i + 1)
+    k[0, 0, m, 2 * pair] = 1.0
+    k[1, 0, m, 2 * pair + 1] = 1.0
+    q_ref, k_ref = reference.rotate_queries_and_keys(q, k)
+    measured = float((q_ref[:, 0, n] * k_ref[:, 0, m]).sum(-1).norm())
+    q_pkg, k_pkg = apply_xpos(q[:, :, n : n + 1], k[:, :, m : m + 1], torch.tensor([n]),
+                              torch.tensor([m]), pairing="interleaved", scale_base=scale_base)  # fmt: skip
+    package = float((q_pkg[:, 0, 0] * k_pkg[:, 0, 0]).sum(-1).norm())
+    if not math.isclose(package, measured, rel_tol=1e-6):
+        raise AssertionError(f"apply_xpos scales the score by {package:.8g}, "
+                             f"rotary-embedding-torch by {measured:.8g}")  # fmt: skip
+    return {"value": measured, "zeta_i": float(reference.scale[pair]), "n": n, "m": m,
+            "B": scale_base}  # fmt: skip
 
 
 # -- 09 sinusoidal ---------------------------------------------------------------------------------
@@ -473,6 +513,18 @@ def cope_all_gates_open(length: int, i: int, j: int) -> dict:
 
     gates = torch.ones(length, length).tril()
     return {"value": float(cope_positions(gates, 4 * length)[i, j]), "i": i, "j": j}
+
+
+@check
+def cope_gate_entries(length: int) -> dict:
+    """How many gate values the package's CoPE computes for one head over ``length`` tokens
+    (the counts have the same shape): every one of them exists before the softmax."""
+    import torch
+
+    from pecourse.positions.cope import cope_gates
+
+    q = torch.randn(1, 1, length, 8)
+    return {"value": cope_gates(q, q)[0, 0].numel(), "L": length}
 
 
 # -- 11 interleaving ---------------------------------------------------------------------------------
@@ -765,6 +817,26 @@ def counter_collision(dtype: str) -> int:
     return int(hits[0])
 
 
+_SHARES = {"a minority": lambda f: 0 < f < 0.5, "a majority": lambda f: 0.5 < f < 1,
+           "all": lambda f: f == 1}  # fmt: skip
+
+
+@check
+def nope_share_in_hybrids(share: str) -> bool:
+    """The share of NoPE layers in the released hybrids transformers configures by default:
+    Llama 4 and SmolLM3 (``no_rope_layers[l] == 0``) and Cohere2 / Command A (full-attention
+    layers, which do not rotate: see ``cohere2_block``). True when every one of them is
+    ``share`` (``"a minority"``: some layers but fewer than half)."""
+    from transformers import Cohere2Config, Llama4TextConfig, SmolLM3Config
+
+    plans = [
+        [not r for r in Llama4TextConfig().no_rope_layers],
+        [not r for r in SmolLM3Config().no_rope_layers],
+        [t == "full_attention" for t in Cohere2Config().layer_types],
+    ]
+    return all(_SHARES[share](sum(plan) / len(plan)) for plan in plans)
+
+
 # -- 16 base frequency -------------------------------------------------------------------------------------
 
 
@@ -804,6 +876,24 @@ def rope_base_fails(context_length: int, head_dim: int, base: float) -> bool:
     m = torch.arange(1, context_length + 1, dtype=torch.float64)[:, None]
     theta = float(base) ** (-2 * torch.arange(head_dim // 2, dtype=torch.float64) / head_dim)
     return bool(torch.cos(m * theta).sum(-1).amin() < 0)
+
+
+@check
+def men_base_bound(context_length: int, head_dim: int = 128) -> dict:
+    """The smallest base ``b*`` with ``B_m = Σ_i cos(m θ_i) >= 0`` for every ``m <= L``
+    (the package's search), to hold Men et al.'s fitted curve against. Accepted only after a
+    torch float64 scan written here agrees that ``b*`` passes and a base 0.1% lower fails."""
+    import torch
+
+    from pecourse.derivations import rope_base_lower_bound as bound
+
+    b_star = float(bound(context_length, head_dim))
+    m = torch.arange(1, context_length + 1, dtype=torch.float64)[:, None]
+    exponent = -2 * torch.arange(head_dim // 2, dtype=torch.float64) / head_dim
+    worst = [float(torch.cos(m * b**exponent).sum(-1).min()) for b in (b_star, 0.999 * b_star)]
+    if worst[0] < -1e-9 or worst[1] >= 0:
+        raise AssertionError(f"b* = {b_star:g} is not the edge of B_m >= 0: worst {worst}")
+    return {"value": b_star, "L": context_length}
 
 
 # -- running a check ------------------------------------------------------------------------------

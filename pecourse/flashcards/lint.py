@@ -318,7 +318,6 @@ def _one_answer_problems(card: Flashcard, where: str) -> list[str]:
 # Open questions that were read and admit one answer, with what pins it. A card that is
 # reworded out of the open shape drops out of this list's use (a test fails on stale ids).
 ONE_ANSWER: dict[str, str] = {
-    "learned-abs-hard-ceiling": "the table has no such row: the failed lookup is the outcome",
     "learned-abs-bert-late-rows": "BERT's 128/512 schedule (appendix A.2) is the one cause",
     "perm-equivariance-proof": "a two-step identity: the row-wise softmax and P^T P = I",
     "perm-whole-stack": "the other sublayers act per token: the one reason",
@@ -327,7 +326,6 @@ ONE_ANSWER: dict[str, str] = {
     "alibi-row-constant": "softmax ignores a per-row constant: the one reason",
     "alibi-key-index-unmasked": "the bias's sign on later keys: the one failure",
     "ctx-perplexity-misleads": "most tokens are locally predictable: the one reason",
-    "mrope-relative-property": "the per-axis RoPE products: the one derivation",
     "pe-relative-not-extrapolation": "what is encoded vs which offsets were trained",
     "rope-bf16-angles": "bf16's 8 significant bits: the one cause",
     "sin-forgotten-sqrt-d": "the set-up fixes the outcome: the two norms' scales",
@@ -335,7 +333,6 @@ ONE_ANSWER: dict[str, str] = {
     "sin-projection-breaks": "the content-position cross terms: the one reason",
     "cope-motivation": "token offsets vary with sentence lengths: the one reason",
     "cope-mask": "positions would count later tokens: the one reason",
-    "cope-cost": "ch. 10 §7 names one cost: per-head quadratic work outside fused kernels",
     "irope-span-limited": "the RoPE layers' unseen offsets: the one reason",
     "irope-temperature": "attention flattening over more keys (Nakanishi 2025)",
     "irope-chunks-only-nope": "chunked attention never crosses a chunk edge",
@@ -357,11 +354,11 @@ DISTINCT_FACTS: dict[frozenset, str] = {
         ("nope-theorem1", "nope-theorem2-relative", "Theorem 1 (absolute) vs Theorem 2 (relative)"),
         ("base-sets-spectrum", "base-slowest-wavelength", "the formula vs its slowest end ≈ 2πb"),
         ("yarn-definition", "deepseek-mscale", "YaRN's factor vs where DeepSeek applies it"),
-        ("irope-qk-norm", "irope-smollm3", "Llama 4's QK norm vs SmolLM3's layer plan"),
         ("alibi-slope-formula", "alibi-non-power-of-two", "power-of-two formula vs the other n"),
         ("sin-projection-breaks", "tupe-untied", "why the cross terms break vs TUPE's remedy"),
-        ("t5-last-bucket-start", "t5-bucket-layout", "where saturation starts vs the layout"),
         ("extrap-t5-runner-up", "extrap-press-ranking", "ALiBi stays flat vs T5 second, slow"),
+        ("sin-linear-shift", "sin-dot-product", "the shift matrix M(Δ) vs the dot product's sum"),
+        ("sin-dot-product", "sin-shift-head", "p(t)·p(t+Δ) vs a head built from M(Δ) looking back"),
     ]
 }
 

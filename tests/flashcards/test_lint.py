@@ -208,8 +208,8 @@ def test_one_answer_list_names_current_open_questions():
         unlisted = lint._one_answer_problems(BY_ID[card_id], card_id)
         assert lint._OPEN_QUESTION.search(BY_ID[card_id].front), card_id
         assert unlisted == [], unlisted  # listed: clean
-    card = BY_ID["cope-cost"]
-    assert lint._one_answer_problems(dataclasses.replace(card, id="cope-cost-2"), "x")
+    card = BY_ID["cope-mask"]
+    assert lint._one_answer_problems(dataclasses.replace(card, id="cope-mask-2"), "x")
 
 
 def _broken(card_id, **changes):

@@ -93,12 +93,45 @@ def _with_text(card, old, new):
         ("ntk-aware-base", r"s^{d/(d-2)}", r"s^{(d-2)/d}"),  # the tempting exponent
         ("sin-dot-product", r"\cos(\Delta\,\omega_i)", r"\sin(\Delta\,\omega_i)"),
         ("nope-bos-counter", "1/(t+1)", "1/t"),
+        ("rope-xpos", "(n-m)/B", "(n+m)/B"),  # the key scaled like its query
+        ("rope-xpos", "(n-m)/B", "n/B"),  # only the query scaled
+        ("base-men-fit", "1.628", "1.3"),
+        ("learned-abs-roberta-514", "514", "512"),  # rows = tokens: the padding offset forgotten
+        ("cope-cost-memory", r"L \times L", "L"),
     ],
 )
 def test_a_wrong_number_or_formula_fails(card_id, old, new):
     card = BY_ID[card_id]
     assert old in card.front + card.back
     assert run_checks(_with_text(card, old, new)), f"{old} -> {new} went unnoticed"
+
+
+def test_the_xpos_check_measures_the_idea_not_the_formula(monkeypatch):
+    # The check reads the factor off scores, so a package whose xPos scales the key like the
+    # query (a scale that does not cancel to the offset n - m) fails it, though the card's
+    # formula is unchanged: rotary-embedding-torch's xPos disagrees.
+    from pecourse.positions import xpos
+    from pecourse.positions.rope import apply_rope
+
+    card = BY_ID["rope-xpos"]
+    assert run_checks(card) == []
+
+    def misconceived(q, k, q_positions, k_positions, *, scale_base=512.0, pairing="half", **kw):
+        q, k = (
+            apply_rope(q, q_positions, pairing=pairing),
+            apply_rope(k, k_positions, pairing=pairing),
+        )
+        d = q.shape[-1]  # the check pairs interleaved: pair i is coordinates (2i, 2i + 1)
+
+        def scale(p):
+            s = xpos.xpos_scale(p, d, scale_base=scale_base).repeat_interleave(2, -1)
+            return s.to(q.dtype)
+
+        return q * scale(q_positions), k * scale(k_positions)  # no reciprocal for the key
+
+    monkeypatch.setattr(xpos, "apply_xpos", misconceived)
+    problems = run_checks(card)
+    assert problems and all("rotary-embedding-torch" in p for p in problems), problems
 
 
 def test_the_old_base_bound_card_would_fail():
@@ -275,6 +308,7 @@ WRONG_CLAIMS = {
     "causal_layers_until_order": {"count_word": "three"},
     "smollm3_nope_every": {"interval_word": "third"},
     "rope_base_fails": {"context_length": 4096, "head_dim": 128, "base": 26952.34},
+    "nope_share_in_hybrids": {"share": "a majority"},
 }
 
 
