@@ -283,6 +283,12 @@ def _check_page(page, url: str, report: PageReport) -> None:
         report.problems.append(
             f"{wide} of {code_cells} code cells scroll sideways at {VIEWPORT['width']} px"
         )
+    wide, printed = _output_overflow(page)
+    if wide:
+        report.problems.append(
+            f"{len(wide)} of {printed} printed outputs scroll sideways at "
+            f"{VIEWPORT['width']} px, e.g. {wide[0]!r}"
+        )
     buttons = page.locator(".cell_input button.copybtn").count()
     if buttons < code_cells:
         report.problems.append(
@@ -307,6 +313,24 @@ def _code_overflow(page) -> tuple[int, int]:
             }"""
         )
     )
+
+
+def _output_overflow(page) -> tuple[list[str], int]:
+    """The printed outputs (stream, text and tracebacks; HTML tables and widgets scroll on
+    their own) wider than their box, each as the start of its longest line, and how many
+    printed outputs the page shows."""
+    wide, count = page.evaluate(
+        """() => {
+          const blocks = Array.from(document.querySelectorAll('.cell_output .output pre'))
+            .filter(e => e.offsetParent !== null);  // folded outputs are not read
+          const wide = blocks.filter(e => e.scrollWidth > e.clientWidth + 1
+              || e.getBoundingClientRect().right > document.documentElement.clientWidth);
+          const longest = e => e.innerText.split('\\n')
+            .reduce((a, b) => (b.length > a.length ? b : a), '').slice(0, 60);
+          return [wide.map(longest), blocks.length];
+        }"""
+    )
+    return wide, count
 
 
 # The WCAG contrast ratio of the first widget label's text against the background it is drawn

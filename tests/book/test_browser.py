@@ -99,11 +99,17 @@ def test_chapters_08_and_14_read_on_a_laptop_screen(tmp_path):
     rope = (result.out / "notebooks" / "08_rope.html").read_text(encoding="utf-8")
     assert 'class="right-next"\n       href="16_rope_base_frequency.html"' in rope
     names = ["notebooks/08_rope.html", "notebooks/14_rope_scaling.html"]
+    long_sentences = "notebooks/16_rope_base_frequency.html"  # six printed lines wider than 757 px
     # each chapter page offers its notebook, as committed
     href = re.search(r'class="reference download internal" download="" href="([^"]+)"', rope)
     offered = (result.out / "notebooks" / href.group(1)).read_bytes()
     assert offered == (course.checkout() / "notebooks" / "08_rope.ipynb").read_bytes()
     with check.OfflineBrowser() as browser:
+        # printed sentences wrap in the text column, nothing cut at its edge
+        report = browser.check(result.out / long_sentences, check.PageReport(long_sentences))
+        assert report.problems == [], report.problems
+        wide, printed = check._output_overflow(browser.page)
+        assert wide == [] and printed >= 10, (wide, printed)
         for name in names:
             report = browser.check(result.out / name, check.PageReport(name))
             assert report.problems == [], report.problems  # overflow included
@@ -149,6 +155,20 @@ def test_the_check_fails_code_that_scrolls_sideways_and_a_page_without_dark_mode
         assert "1 of 1 code cells scroll sideways at 1366 px" in report.problems
         problem = check._dark_mode(browser.page)
     assert "with the system in dark mode the page is unthemed" in problem
+
+
+def test_the_check_fails_a_printed_line_cut_at_the_column_edge(tmp_path):
+    sentence = "the model reads " + " and ".join(f"position {i}" for i in range(40))
+    (tmp_path / "page.html").write_text(
+        "<html><body><main><div class='cell_output'><div class='output stream'>"
+        f"<pre style='overflow:auto; white-space:pre'>short line\n{sentence}</pre></div>"
+        "<div class='output stream'><pre>fits</pre></div></div></main></body></html>"
+    )
+    with check.OfflineBrowser() as browser:
+        report = browser.check(tmp_path / "page.html", check.PageReport("page.html"))
+    assert f"1 of 2 printed outputs scroll sideways at 1366 px, e.g. {sentence[:60]!r}" in (
+        report.problems
+    )
 
 
 # What Sphinx's doctools.js does with navigation_with_keys on: → anywhere but a form field
