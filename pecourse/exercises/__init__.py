@@ -1,26 +1,22 @@
 """Autograded exercises: build the student notebooks, self-check one, grade a whole class.
 
-The single source of each exercise is ``solutions/NN_slug.ipynb`` (nbgrader's source
-format): answer regions between ``### BEGIN SOLUTION`` and ``### END SOLUTION`` in cells
-whose ``metadata.nbgrader`` marks them ``solution``, graded test cells marked ``grade`` with
-``points``, and hidden tests between ``### BEGIN HIDDEN TESTS`` and ``### END HIDDEN TESTS``.
+The single source of each exercise is ``solutions/NN_slug.ipynb``, in nbgrader's source
+format (:mod:`~pecourse.exercises.notebook`: answer regions, graded test cells with
+``points``, hidden tests).
 
 * :func:`~pecourse.exercises.notebook.build_all` writes ``exercises/`` (``pecourse
-  exercises build``): answers replaced by ``raise NotImplementedError()``, hidden tests
-  removed, outputs cleared.
-* :func:`~pecourse.exercises.grade.grade_class` grades ``SUBMISSIONS/<student>/<NN_slug>.ipynb``
-  (``pecourse grade``): each submission is rebuilt from the source's locked and test cells
-  plus the student's code cells; the student's code runs sandboxed
-  (:mod:`~pecourse.exercises.sandbox`), the tests run in a trusted judge
-  (:mod:`~pecourse.exercises._runner`), and each test cell is scored into a SQLite gradebook
-  and the CSV rebuilt from it. The threat model is in :mod:`~pecourse.exercises.grade`.
+  exercises build``): answers stubbed, hidden tests removed, outputs cleared.
+* :func:`~pecourse.exercises.grade.grade_class` (``pecourse grade``) runs each submission's
+  code sandboxed (:mod:`~pecourse.exercises.sandbox`) and its tests in a trusted judge
+  (:mod:`~pecourse.exercises._runner`), into a SQLite gradebook and the CSV rebuilt from
+  it. The threat model is in :mod:`~pecourse.exercises.grade`.
 * :func:`~pecourse.exercises.check.check_notebook` (``pecourse check``) runs a learner's
   notebook through the same engine with the visible tests, and reports each part.
 * :func:`~pecourse.exercises.nbgrader.write_course` (``pecourse exercises nbgrader``)
   writes the whole course as an nbgrader course directory.
 
-None of this needs nbgrader; an instructor who uses nbgrader can import ``solutions/``
-unchanged (``tests/exercises`` checks that both give the same scores on all sixteen).
+None of this needs nbgrader; nbgrader imports ``solutions/`` unchanged (``tests/exercises``
+checks that both give the same scores on all sixteen).
 """
 
 from __future__ import annotations

@@ -10,54 +10,39 @@ and forks one **judge** per submission. The processes of one job::
                                         └──fork──► student (PID 1 there: set-up, answer
                                                    and added cells; sandboxed)
 
-**No process the student's code runs in ever held another job, or a test.** A fork
-copies the parent's whole memory, freed memory included (freed memory is not wiped, and a
-notebook can read its own raw memory with ``process_vm_readv``). So the server hands each
-job file to a new judge as an open descriptor it never reads, and the judge forks the
-gate and the student's process *before* it reads the job. The student's process thus
-starts as a copy of the server (the preloaded modules, the protocol's ids and paths, and
-nothing else) and receives over its socket only its own part of the job: its notebook,
-its folders and its limits (:meth:`Judge.configure`), then the set-up, answer and added
-cells one at a time. The test cells stay in the judge.
+**No process the student's code runs in ever held another job, or a test**: a fork copies
+freed memory too, which a notebook can read (``process_vm_readv``). The server hands each
+job file to a new judge as a descriptor it never reads; the judge forks the student's
+processes *before* it reads the job, then sends them only their part (:meth:`Judge.configure`:
+the notebook, its folders and limits) and the set-up, answer and added cells one at a time.
 
-The student's process runs the notebook's code cells — the locked set-up, the answers,
-cells the student added — in an IPython shell, and otherwise only answers requests from
-the judge: *run this cell*, *what is ``NAME`` now*, *call ``NAME`` with these arguments*.
-The judge runs the set-up cells and the test cells, hidden ones included, in its own
-interpreter, where every name an answer defines is a proxy: calling ``rope_half(x, pos)``
-sends ``x`` and ``pos`` to the student's process as plain data
-(:mod:`pecourse.exercises.wire`), the student's function runs there, and its result comes
-back as plain data. Expected values, ``torch.allclose``, ``abs``, ``pecourse``'s
-reference code all live in the judge, which the student's process cannot reach: patching
-them in the notebook changes nothing, a function that inspects its caller finds only the
-request loop, and nothing the student's process sends can be anything but the value its
-function returned, plus the arguments it changed in place, which the judge writes into the
-test's own tensors (as one kernel would show them). No other state comes back: the judge
-seeds torch, numpy and ``random`` from each test cell's ``grade_id`` before it runs the
-cell and sends its torch random state on when it moved, but never takes the student's.
-
-What crosses between the two is plain data, so an exercise's functions must take and return
-plain data (tensors, numbers, strings, lists, dicts, dtypes; a ``torch.Generator`` travels
-by its state, a function the test passes in is called back in the judge). An exercise that
-asked for a module or another object would have to expose what its tests check through
-such calls (``forward(module_args, x)``), and say so in its text; none of the sixteen does.
+The student's process runs those cells in an IPython shell and otherwise only answers the
+judge: *run this cell*, *what is ``NAME`` now*, *call ``NAME`` with these arguments*. The
+judge runs the set-up and test cells, hidden ones included, in its own interpreter, where
+every name an answer defines is a proxy: calling ``rope_half(x, pos)`` sends ``x`` and
+``pos`` as plain data (:mod:`pecourse.exercises.wire`), the function runs in the student's
+process, and its result comes back as plain data, with the arguments it changed in place
+(written into the test's own tensors, as one kernel would show them). Expected values,
+``torch.allclose`` and the reference code live in the judge, out of the notebook's reach.
+No other state comes back: the judge seeds torch, numpy and ``random`` from each test
+cell's ``grade_id`` and sends its torch random state on when it moved, never taking the
+student's. So an exercise's functions take and return plain data (tensors, numbers,
+strings, lists, dicts, dtypes; a ``torch.Generator`` travels by its state, a function the
+test passes in is called back in the judge); none of the sixteen asks for a module.
 
 A job is a JSON file (opened and deleted by the server, read by the judge): ``cells``
-(``[source, grade_id, kind]`` with ``kind`` one of ``setup``, ``answer``, ``added``,
-``test``), ``answer_names``, ``cell_timeout``, ``memory_mb``, ``output_cap``, ``result``
-(the file that receives one JSON line per cell, written by the judge the moment a cell
-ends), ``workdir`` and ``scratch`` (the fallback's working and temporary directories),
-``notebook`` (``[file name, text]``, copied into the student's home as nbgrader does),
-``protected`` (paths the sandbox must hide) and ``allow_reference``.
+(``[source, grade_id, kind]``, ``kind`` one of ``setup``, ``answer``, ``added``, ``test``),
+``answer_names``, the fields of ``grade.Limits``, ``result`` (the file that receives one
+JSON line per cell, written the moment a cell ends), ``workdir`` and ``scratch`` (the
+fallback's folders), ``notebook`` (``[file name, text]``, copied into the student's home as
+nbgrader does), ``protected`` (paths the sandbox hides) and ``allow_reference``.
 
-Limits: each cell (and each test cell as a whole) gets ``cell_timeout`` seconds, enforced
-in the student's process by ``SIGALRM`` and by the judge, which kills a student that
-ignores it (callbacks into the judge do not extend it); the judge's own address space is
-limited to ``memory_mb`` plus :data:`JUDGE_MB` once it has read its job; the judge and
-all it forks are one :class:`sandbox.JobCgroup` where the machine allows; every student
-process has :func:`sandbox.set_limits`; printed output is kept up to ``output_cap``
-characters; messages are capped at :data:`wire.MAX_MESSAGE` (``grade.Limits`` says what
-each covers).
+Limits (``grade.Limits`` says what each covers): ``cell_timeout`` per cell and per test
+cell, by ``SIGALRM`` in the student's process and by the judge, which kills a student that
+ignores it (callbacks do not extend it); the judge's address space, ``memory_mb`` plus
+:data:`JUDGE_MB`; the whole job one :class:`sandbox.JobCgroup` where the machine allows;
+:func:`sandbox.set_limits` in every student process; ``output_cap`` characters of output;
+messages of at most :data:`wire.MAX_MESSAGE`.
 """
 
 from __future__ import annotations
@@ -73,6 +58,7 @@ import socket
 import sys
 import time
 import zlib
+from functools import partial
 from importlib import resources
 
 from . import sandbox, wire
@@ -256,9 +242,7 @@ def student_main(sock: socket.socket, job: dict, level: str, plan) -> None:
     name, text = job["notebook"]
     if level == sandbox.NAMESPACES:
         sandbox.enter_student(plan, {name: text.encode()})
-        home = "/home/student"
-        own = 0
-        scratch = "/tmp"
+        home, scratch, own = "/home/student", "/tmp", 0
     else:
         with open(os.path.join(job["workdir"], name), "w", encoding="utf-8") as f:
             f.write(text)
@@ -281,10 +265,8 @@ def student_main(sock: socket.socket, job: dict, level: str, plan) -> None:
     from IPython.core.interactiveshell import InteractiveShell
     from traitlets.config import Config
 
-    config = Config()
-    config.HistoryManager.enabled = False
-    config.InteractiveShell.colors = "nocolor"
-    config.InteractiveShell.xmode = "Plain"
+    shell_config = {"colors": "nocolor", "xmode": "Plain"}
+    config = Config(HistoryManager={"enabled": False}, InteractiveShell=shell_config)
 
     class GradingShell(InteractiveShell):
         def enable_gui(self, gui=None):  # no event loop to hook: ``%matplotlib inline`` is fine
@@ -295,11 +277,12 @@ def student_main(sock: socket.socket, job: dict, level: str, plan) -> None:
     out = CappedOutput(int(job["output_cap"]))
     sys.stdout = sys.stderr = out
 
-    def on_alarm(signum, frame):
-        raise CellTimeout()
-
-    signal.signal(signal.SIGALRM, on_alarm)
+    signal.signal(signal.SIGALRM, _on_alarm)
     StudentServer(sock, job, shell, out).serve()
+
+
+def _on_alarm(signum, frame):
+    raise CellTimeout()
 
 
 class StudentServer:
@@ -449,9 +432,7 @@ class Judge:
         self.memory_mb = 0
         self.deadline = None
         self.gone: str | None = None
-        self.student_pid = None
-        self.gate_pid = None
-        self.uid = None
+        self.student_pid = self.gate_pid = self.uid = None
         self.callables: dict[int, object] = {}
         self.ns: dict = {"__name__": "__main__", "__builtins__": builtins}
         self.channel: Channel | None = None
@@ -524,41 +505,30 @@ class Judge:
     def configure(self, job: dict, report) -> None:
         """The job, read after the fork: keep it here, send the student's process its part
         (its notebook, its folders, its limits; no test cell)."""
-        self.job = job
-        self.report = report
-        self.cell_timeout = float(job["cell_timeout"])
-        self.memory_mb = int(job["memory_mb"])
-        protected = list(job.get("protected", []))
-        allow = []
-        if job.get("allow_reference"):
-            package = str(resources.files("pecourse"))  # the reference code, allowed
-            allow.append(package)
-            protected.append(os.path.join(package, "exercises"))
+        self.job, self.report = job, report
+        self.cell_timeout, self.memory_mb = float(job["cell_timeout"]), int(job["memory_mb"])
         if self.gone or self.channel is None:
             return
         keys = ("notebook", "workdir", "scratch", "cell_timeout", "memory_mb", "output_cap")
-        own = {k: job[k] for k in keys} | {"allow_reference": bool(job.get("allow_reference"))}
-        cpu_seconds = float(job.get("cpus", 1.0)) * float(job.get("wall_clock", 180.0))
-        own |= {"op": "job", "cpu_seconds": cpu_seconds, "protected": protected}
-        own["allow_paths"] = allow
+        own = {k: job[k] for k in keys} | {"op": "job", "protected": list(job["protected"])}
+        own["cpu_seconds"] = float(job["cpus"]) * float(job["wall_clock"])
+        own["allow_reference"], own["allow_paths"] = bool(job["allow_reference"]), []
+        if own["allow_reference"]:  # the reference code is there, the grader's code is not
+            own["allow_paths"] = [package := str(resources.files("pecourse"))]
+            own["protected"].append(os.path.join(package, "exercises"))
         try:
             self.channel.sock.settimeout(self.cell_timeout + GRACE)
             wire.send(self.channel.sock, own)
         except (wire.WireError, OSError) as exc:
-            self._stop(
-                f"the notebook could not be sent to its process ({clean_text(str(exc), 100)})"
-            )
+            why = f"the notebook could not be sent to its process ({clean_text(str(exc), 100)})"
+            self._stop(why)
 
     # ----------------------------------------------------------------- requests
-    def _budget(self) -> float:
-        if self.deadline is None:
-            return self.cell_timeout
-        return max(0.05, self.deadline - time.monotonic())
-
     def _request(self, header: dict, tensors: dict | None = None):
         if self.gone:
             raise StudentGone(self.gone)
-        budget = self._budget()
+        budget = self.cell_timeout if self.deadline is None else self.deadline - time.monotonic()
+        budget = max(0.05, budget)
         header["budget"] = budget
         tensors = dict(tensors or {})
         state = self.torch.get_rng_state()
@@ -596,24 +566,17 @@ class Judge:
         if pid is None:
             return None
         deadline = time.monotonic() + wait
-        status = None
-        while status is None:
-            try:
-                done, st = os.waitpid(pid, os.WNOHANG)
-            except ChildProcessError:
-                return None
-            if done:
-                status = st
-            elif time.monotonic() > deadline:
-                self.kill()
-                os.waitpid(pid, 0)
-                self.gate_pid = self.student_pid = None
-                return None
-            else:
+        try:
+            while not (done := os.waitpid(pid, os.WNOHANG))[0] and time.monotonic() < deadline:
                 time.sleep(0.01)
+        except ChildProcessError:
+            return None
+        if not done[0]:
+            self.kill()
+            os.waitpid(pid, 0)
         self.gate_pid = self.student_pid = None
-        code = os.waitstatus_to_exitcode(status)
-        if via_gate and code > 128:  # the gate passes on "killed by signal n" as 128 + n
+        code = os.waitstatus_to_exitcode(done[1]) if done[0] else None
+        if via_gate and code is not None and code > 128:  # the gate's "killed by signal n"
             code = 128 - code
         return code
 
@@ -622,12 +585,8 @@ class Judge:
         self.kill()
 
     def kill(self) -> None:
-        for pid in (self.student_pid, self.gate_pid):
-            if pid:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    pass
+        sandbox.kill(self.student_pid)
+        sandbox.kill(self.gate_pid)
         if self.channel is not None:
             try:
                 self.channel.sock.close()
@@ -914,12 +873,9 @@ def serve(requested: str) -> None:
             __import__(module)
         except Exception:  # noqa: BLE001 - a module that fails here fails in the notebook too
             pass
-    try:
-        import torch
+    import torch
 
-        torch.set_num_threads(1)
-    except ImportError:
-        pass
+    torch.set_num_threads(1)
     sandbox.protect_from_same_uid()
     sandbox.become_subreaper()
     cgroups = sandbox.prepare_cgroups()
@@ -934,11 +890,7 @@ def serve(requested: str) -> None:
             if sandbox.others_can_run_python()
             else "; jobs run AS ROOT: this Python installation is not readable by other users"
         )
-
-    def say(line: str) -> None:
-        sys.stdout.write(line + "\n")
-        sys.stdout.flush()
-
+    say = partial(print, flush=True)
     if requested == sandbox.NAMESPACES and level != sandbox.NAMESPACES:
         say(f"REFUSED {clean_text(detail)}")
         return
@@ -956,7 +908,7 @@ def serve(requested: str) -> None:
             if pid == 0:
                 break
             if pid in judges:
-                _killpg(pid)  # anything left in the judge's group
+                sandbox.kill(pid, group=True)  # anything left in the judge's group
                 ended.add(pid)
                 say(f"EXIT {judges.pop(pid)} {os.waitstatus_to_exitcode(status)}")
         if stopping and not judges and (not ended or time.monotonic() > stopping + 2.0):
@@ -968,7 +920,7 @@ def serve(requested: str) -> None:
         if not chunk:  # the grader is gone or done: kill what is left, then end
             stopping = time.monotonic()
             for pid in judges:
-                _killpg(pid)
+                sandbox.kill(pid, group=True)
         pending += chunk
         while b"\n" in pending:
             line, pending = pending.split(b"\n", 1)
@@ -995,25 +947,11 @@ def serve(requested: str) -> None:
                 say(f"PID {words[1]} {pid}")
             elif words[0] == "KILL" and len(words) == 2:
                 for pid in [pid for pid, job in judges.items() if job == words[1]]:
-                    _killpg(pid)
+                    sandbox.kill(pid, group=True)
     sandbox.kill_descendants(os.getpid())
 
 
-def _killpg(pid: int) -> None:
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def main(argv: list[str]) -> None:
-    if len(argv) >= 2 and argv[0] == "--serve":
-        serve(argv[1])
-        return
-    raise SystemExit(
-        "usage: python -m pecourse.exercises._runner --serve auto|namespaces|none [PROTECTED...]"
-    )
-
-
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    if sys.argv[1:2] != ["--serve"] or len(sys.argv) < 3:
+        raise SystemExit("usage: python -m pecourse.exercises._runner --serve LEVEL [PROTECTED...]")
+    serve(sys.argv[2])

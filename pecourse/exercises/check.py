@@ -16,13 +16,12 @@ hidden tests too: the test cells then come from ``solutions/``, exactly as gradi
 from __future__ import annotations
 
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
 
-from .grade import ForkServer, Limits, grade_submission
+from .grade import Limits, grade_submission, grading_server
 from .notebook import build_student_notebook, read_notebook, source_notebooks
 
 __all__ = ["PartResult", "check_notebook", "check_notebooks", "format_report", "main_check"]
@@ -67,23 +66,17 @@ def check_notebooks(
 
     ``hidden``: run the hidden tests too (needs solutions/; see :func:`_visible_source`)."""
     results = {}
-    with tempfile.TemporaryDirectory(prefix="pecourse-check-") as tmp:
-        server = ForkServer(Path(tmp), "auto")
-        try:
-            for path in paths:
-                path = Path(path)
-                source = _visible_source(path, source_dir, hidden)
-                n_cells = sum(1 for c in source.cells if c.cell_type == "code") + 2
-                limits = Limits(cell_timeout=timeout, wall_clock=max(180.0, timeout * n_cells))
-                rows = grade_submission(
-                    "you", path.stem, source, path, limits, server, allow_reference=allow_reference
-                )
-                results[str(path)] = [
-                    PartResult(r.part, r.max_points, r.points >= r.max_points, r.reason)
-                    for r in rows
-                ]
-        finally:
-            server.close()
+    with grading_server("auto", []) as server:
+        for path in map(Path, paths):
+            source = _visible_source(path, source_dir, hidden)
+            n_cells = sum(1 for c in source.cells if c.cell_type == "code") + 2
+            limits = Limits(cell_timeout=timeout, wall_clock=max(180.0, timeout * n_cells))
+            rows = grade_submission(
+                "you", path.stem, source, path, limits, server, allow_reference=allow_reference
+            )
+            results[str(path)] = [
+                PartResult(r.part, r.max_points, r.points >= r.max_points, r.reason) for r in rows
+            ]
     return results
 
 

@@ -67,17 +67,13 @@ Out of scope: kernel exploits and side channels, and an instructor who grades wi
 
 Scoring
 -------
-For each submission the graded notebook is rebuilt from the source (set-up and test cells,
-hidden tests included) and the student's code cells (answers matched by ``grade_id``, the
-last copy if duplicated; added cells where they stand:
-:func:`pecourse.exercises.notebook.assemble_graded`). Each test cell is one part, scored
-all-or-nothing; a part that fails gets zero and a ``reason`` (the assertion message, the
-error, the limit that was hit, an earlier part it depends on). A broken or hostile
-submission costs only its own parts: the batch goes on.
-
-Output: one row per student, exercise and part (``student, exercise, part, points,
-max_points, reason, isolation``) in a SQLite file (table ``grades``; re-grading a
-student's exercise replaces its rows), the CSV rebuilt from it, and a class summary.
+Each submission is rebuilt from the source's set-up and test cells, hidden tests included,
+and the student's code cells (:func:`pecourse.exercises.notebook.assemble_graded`). Each
+test cell is one part, all-or-nothing; a failed part gets zero and a ``reason`` (the
+assertion, the error, the limit hit, an earlier part it depends on). A broken or hostile
+submission costs only its own parts. Output: one row per student, exercise and part
+(:data:`CSV_COLUMNS`) in a SQLite file (table ``grades``: :func:`write_sqlite`), the CSV
+rebuilt from it, and a class summary.
 """
 
 from __future__ import annotations
@@ -88,7 +84,6 @@ import json
 import logging
 import os
 import re
-import signal
 import sqlite3
 import stat
 import subprocess
@@ -98,6 +93,7 @@ import threading
 import time
 import unicodedata
 from concurrent.futures import ThreadPoolExecutor, as_completed
+from contextlib import contextmanager, nullcontext
 from dataclasses import asdict, astuple, dataclass, replace
 from functools import partial
 from pathlib import Path
@@ -115,12 +111,13 @@ from .notebook import (
     source_notebooks,
 )
 from .policy import MAX_CHECKED_CHARS, POLICY_REASON, reference_uses
+from .sandbox import kill as _kill
 
 log = logging.getLogger(__name__)
 
 __all__ = ["Limits", "Row", "grade_submission", "grade_class", "find_submissions", "scan_class"]
 __all__ += ["write_csv", "write_sqlite", "read_sqlite", "export_csv", "summarize", "CSV_COLUMNS"]
-__all__ += ["IsolationUnavailable"]
+__all__ += ["IsolationUnavailable", "pace"]
 
 CSV_COLUMNS = ("student", "exercise", "part", "points", "max_points", "reason", "isolation")
 MAX_RESULT_BYTES = 4 * 1024 * 1024
@@ -161,7 +158,9 @@ class Limits:
     linear in a cell and refuses cells over ``policy.MAX_CHECKED_CHARS``. With job cgroups,
     the grader's processes together hold at most about 1.5 GB (itself and the server, with
     torch preloaded) plus ``jobs`` times the job's cgroup limit
-    (``tests/exercises/test_class_of_100.py`` measures it).
+    (``tests/exercises/test_class_of_100.py`` measures it). Run: cgroup v1 as root on a
+    real kernel (``test_limits.py``); cgroup v2 only on a stand-in file system, never on a
+    kernel whose v2 root offers these controllers.
     """
 
     cell_timeout: float = 30.0
@@ -182,12 +181,11 @@ class Row:
     isolation: str = ""
 
     def csv_fields(self) -> list[str]:
-        return [_cell(x) if isinstance(x, str) else f"{x:g}" for x in astuple(self)]
-
-
-def _cell(text: str) -> str:
-    """A CSV field a spreadsheet shows as text: formula starters get a leading quote."""
-    return "'" + text if text.startswith(_FORMULA) else text
+        """Fields a spreadsheet shows as text: formula starters get a leading quote."""
+        return [
+            ("'" + x if x.startswith(_FORMULA) else x) if isinstance(x, str) else f"{x:g}"
+            for x in astuple(self)
+        ]
 
 
 def shown(text: str) -> str:
@@ -356,7 +354,7 @@ class ForkServer:
         first = proc.stdout.readline().strip()
         word, _, rest = first.partition(" ")
         if word != "READY":
-            _kill_group(proc.pid)
+            _kill(proc.pid, group=True)
             proc.wait()
             if word == "REFUSED":
                 raise IsolationUnavailable(
@@ -384,7 +382,7 @@ class ForkServer:
             for job_id, event in self._events.items():
                 if self._owner.get(job_id) is proc and not event.is_set():
                     if job_id in self._pids:
-                        _kill_group(self._pids[job_id])
+                        _kill(self._pids[job_id], group=True)
                     self._exits.setdefault(job_id, None)
                     event.set()
 
@@ -428,7 +426,7 @@ class ForkServer:
         try:
             proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
-            _kill_group(proc.pid)
+            _kill(proc.pid, group=True)
             proc.wait()
 
     @property
@@ -436,11 +434,15 @@ class ForkServer:
         return self.level if self.level != "none" else NOT_ISOLATED
 
 
-def _kill_group(pid: int) -> None:
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
+@contextmanager
+def grading_server(isolation: str, protected: list[str]):
+    """A :class:`ForkServer` of its own for the ``with`` block, closed after it."""
+    with tempfile.TemporaryDirectory(prefix="pecourse-server-") as tmp:
+        server = ForkServer(Path(tmp), isolation, protected)
+        try:
+            yield server
+        finally:
+            server.close()
 
 
 def _run(
@@ -462,25 +464,11 @@ def _run(
         tmp.chmod(0o711)
         job = tmp / "job.json"
         result = tmp / "result.jsonl"
-        folders = {
-            "result": str(result),
-            "workdir": str(tmp / "work"),
-            "scratch": str(tmp / "scratch"),
-        }
-        job.write_text(
-            json.dumps(
-                {
-                    **asdict(limits),
-                    **folders,
-                    "cells": graded.cells,
-                    "answer_names": graded.answer_names,
-                    "notebook": [name, text],
-                    "protected": server.protected + [str(tmp)],
-                    "allow_reference": allow_reference,
-                }
-            ),
-            encoding="utf-8",
-        )
+        fields = {"result": str(result), "workdir": str(tmp / "work")}
+        fields |= {"scratch": str(tmp / "scratch"), "cells": graded.cells, "notebook": [name, text]}
+        fields |= {"answer_names": graded.answer_names, "protected": server.protected + [str(tmp)]}
+        fields |= {"allow_reference": allow_reference, **asdict(limits)}
+        job.write_text(json.dumps(fields), encoding="utf-8")
         job.chmod(0o600)
         code, timed_out = server.run(job, limits.wall_clock)
         stopped = None
@@ -519,14 +507,10 @@ def _run_retrying(graded, limits, server, exercise, text, allow_reference):
     """:func:`_run`; if the server died under the job, once more on a server of its own."""
     records, stopped = _run(graded, limits, server, f"{exercise}.ipynb", text, allow_reference)
     if stopped == SERVER_DIED:
-        with tempfile.TemporaryDirectory(prefix="pecourse-server-") as tmp:
-            private = ForkServer(Path(tmp), server.isolation, server.protected)
-            try:
-                records, stopped = _run(
-                    graded, limits, private, f"{exercise}.ipynb", text, allow_reference
-                )
-            finally:
-                private.close()
+        with grading_server(server.isolation, server.protected) as private:
+            records, stopped = _run(
+                graded, limits, private, f"{exercise}.ipynb", text, allow_reference
+            )
     return records, stopped
 
 
@@ -562,31 +546,18 @@ def _policy_parts(graded: GradedNotebook) -> dict[str, str]:
 
 def _dependency_notes(graded: GradedNotebook, failed: set[str]) -> dict[str, list[str]]:
     """For each failed part: the other answers it relies on whose own parts failed."""
-    defined: dict[str, str] = {}  # name -> answer grade_id that defines it in the source
-    answer_code: dict[str, str] = {}
-    tests: dict[str, str] = {}
+    code = {gid: source for source, gid, kind in graded.cells if kind in ("answer", "test")}
+    defined: dict[str, str] = {}  # name -> the answer cell that defines it in the source
     for source, gid, kind in graded.cells:
-        if kind == "answer":
-            answer_code[gid] = source
-        elif kind == "test":
-            tests[gid] = source
-    owner_parts: dict[str, list[str]] = {}
-    for part, ans in graded.owner.items():
-        owner_parts.setdefault(ans, []).append(part)
-    # which answer cell defines which name: from the source's answer names, per cell
-    for gid, code in answer_code.items():
-        for name in answer_names([code]):
+        for name in answer_names([source]) if kind == "answer" else ():
             defined.setdefault(name, gid)
     notes: dict[str, list[str]] = {}
     for part in failed:
         own = graded.owner.get(part)
-        used = _names_in(tests.get(part, "")) | _names_in(answer_code.get(own, ""))
-        for name in sorted(used):
+        for name in sorted(_names_in(code.get(part, "")) | _names_in(code.get(own, ""))):
             dep = defined.get(name)
-            if dep is None or dep == own:
-                continue
-            bad = [p for p in owner_parts.get(dep, []) if p in failed]
-            if bad:
+            bad = [p for p, answer in graded.owner.items() if answer == dep and p in failed]
+            if dep not in (None, own) and bad:
                 notes.setdefault(part, []).append(
                     f"this part uses {name} (answer cell {dep}), whose part {', '.join(bad)} "
                     "failed too: fix that one first"
@@ -628,18 +599,10 @@ def grade_submission(
         why = str(exc) if isinstance(exc, Unreadable) else why
         return _zero_rows(student, exercise, graded_parts, f"not a valid notebook ({why})", label)
 
-    if server is None:
-        with tempfile.TemporaryDirectory(prefix="pecourse-server-") as tmp:
-            server = ForkServer(Path(tmp), isolation, _protected_defaults())
-            try:
-                records, stopped = _run_retrying(
-                    graded, limits, server, exercise, text, allow_reference
-                )
-            finally:
-                server.close()
-    else:
-        records, stopped = _run_retrying(graded, limits, server, exercise, text, allow_reference)
-    label = server.isolation_label
+    own = server is None  # a server for this call only
+    with grading_server(isolation, _protected_defaults()) if own else nullcontext(server) as used:
+        records, stopped = _run_retrying(graded, limits, used, exercise, text, allow_reference)
+    label = used.isolation_label
     policy = {} if allow_reference else _policy_parts(graded)
     by_part = {r["grade_id"]: r for r in records if r.get("kind") == "test"}
     # Code cells that raised (other than the untouched stub): a failing part after one is
@@ -684,12 +647,9 @@ def grade_submission(
                 if index < record["index"]
             ]
             notes += depends.get(p.grade_id, [])
-        reason_text = "; ".join(x for x in [reason, *notes, *general] if x)
-        rows.append(
-            Row(
-                student, exercise, p.grade_id, p.points if ok else 0.0, p.points, reason_text, label
-            )
-        )
+        reason = "; ".join(x for x in [reason, *notes, *general] if x)
+        points = p.points if ok else 0.0
+        rows.append(Row(student, exercise, p.grade_id, points, p.points, reason, label))
     return rows
 
 
@@ -821,10 +781,8 @@ def grade_class(
     results: dict[tuple[str, str], list[Row]] = {}
     for student, name, path in tasks:
         if refused.get((student, name)):
-            graded_parts = parts(source_nbs[name])
-            results[(student, name)] = _zero_rows(
-                student, name, graded_parts, refused[(student, name)]
-            )
+            why = refused[(student, name)]
+            results[(student, name)] = _zero_rows(student, name, parts(source_nbs[name]), why)
         elif path is None:
             guess = _guess(name, stray.get(student, []))
             note = f"found {guess!r}: rename it to {name}.ipynb" if guess else ""
@@ -835,24 +793,19 @@ def grade_class(
         protected = list(protected) + _protected_defaults() + [str(submissions_dir)]
         if source_dir is not None:
             protected.append(str(source_dir))
-        with tempfile.TemporaryDirectory(prefix="pecourse-server-") as tmp:
-            server = ForkServer(Path(tmp), isolation, protected)
+        with grading_server(isolation, protected) as server:
             warning = isolation_warning(server)
             log.log(logging.WARNING if warning else logging.INFO, warning or server.detail)
             bar = tqdm(total=len(work), desc="grading", unit="notebook", disable=not progress)
-            try:
-                with ThreadPoolExecutor(max_workers=max(1, int(jobs))) as pool:
-                    run = partial(grade_submission, allow_reference=allow_reference)
-                    futures = {
-                        pool.submit(run, s, e, source_nbs[e], p, limits, server): (s, e)
-                        for s, e, p in work
-                    }
-                    for future in as_completed(futures):
-                        results[futures[future]] = future.result()
-                        bar.update(1)
-            finally:
-                server.close()
-                bar.close()
+            with bar, ThreadPoolExecutor(max_workers=max(1, int(jobs))) as pool:
+                run = partial(grade_submission, allow_reference=allow_reference)
+                futures = {
+                    pool.submit(run, s, e, source_nbs[e], p, limits, server): (s, e)
+                    for s, e, p in work
+                }
+                for future in as_completed(futures):
+                    results[futures[future]] = future.result()
+                    bar.update(1)
     order = {name: i for i, name in enumerate(sorted(exercises))}
     flagged = _look_alikes(sorted({s for s, _ in results}))
     for why in flagged.values():
@@ -960,25 +913,26 @@ def summarize(rows: list[Row]) -> str:
     """The class at a glance: each exercise's mean score, then each part's pass rate."""
     if not rows:
         return "no submissions graded"
-    lines = []
     exercises = sorted({r.exercise for r in rows})
-    students = sorted({r.student for r in rows})
-    lines.append(f"{len(students)} student(s), {len(exercises)} exercise(s)")
+    lines = [f"{len({r.student for r in rows})} student(s), {len(exercises)} exercise(s)"]
     lines.append(f"{'exercise / part':<48} {'mean':>8} {'max':>6} {'passed':>8}")
     for ex in exercises:
         ex_rows = [r for r in rows if r.exercise == ex]
-        per_student: dict[str, float] = {}
-        for r in ex_rows:
-            per_student[r.student] = per_student.get(r.student, 0.0) + r.points
         max_points = sum(r.max_points for r in ex_rows if r.student == ex_rows[0].student)
-        mean = sum(per_student.values()) / len(per_student)
+        mean = sum(r.points for r in ex_rows) / len({r.student for r in ex_rows})
         lines.append(f"{ex:<48} {mean:>8.2f} {max_points:>6g}")
-        part_names = list(dict.fromkeys(r.part for r in ex_rows))
-        for part in part_names:
+        for part in dict.fromkeys(r.part for r in ex_rows):
             pr = [r for r in ex_rows if r.part == part]
-            passed = sum(1 for r in pr if r.points >= r.max_points)
-            lines.append(f"  {part:<46} {'':>8} {pr[0].max_points:>6g} {passed / len(pr):>8.0%}")
+            passed = sum(1 for r in pr if r.points >= r.max_points) / len(pr)
+            lines.append(f"  {part:<46} {'':>8} {pr[0].max_points:>6g} {passed:>8.0%}")
     return "\n".join(lines)
+
+
+def pace(rows: list[Row], seconds: float) -> str:
+    """How many notebooks were handed in (rows not ``no submission``) and graded a minute."""
+    handed_in = {(r.student, r.exercise) for r in rows if not r.reason.startswith("no submission")}
+    per_minute = len(handed_in) * 60 / seconds if seconds > 0 else 0.0
+    return f"{len(handed_in)} notebook(s) graded in {seconds:.1f} s: {per_minute:.1f} a minute"
 
 
 def main_grade(args) -> int:
@@ -994,11 +948,8 @@ def main_grade(args) -> int:
     if submissions.is_file():
         # One notebook: grade it as the only submission of a class of one, named by --student.
         if not args.student:
-            print(
-                "pecourse grade: grading a single notebook needs --student NAME "
-                "(the name its gradebook rows get)",
-                file=sys.stderr,
-            )
+            why = "grading a single notebook needs --student NAME (the name its gradebook rows get)"
+            print(f"pecourse grade: {why}", file=sys.stderr)
             return 2
         single = tempfile.TemporaryDirectory(prefix="pecourse-single-")
         folder = Path(single.name) / args.student
@@ -1026,12 +977,14 @@ def main_grade(args) -> int:
     finally:
         if single is not None:
             single.cleanup()
+    seconds = time.monotonic() - start
     write_sqlite(rows, db_path)
     everything = export_csv(db_path, out)
     print(summarize(rows))
+    print(pace(rows, seconds))
     print(
         f"wrote {db_path} and rebuilt {out} from it ({len(rows)} rows graded now, "
-        f"{len(everything)} in the gradebook, {time.monotonic() - start:.1f} s)"
+        f"{len(everything)} in the gradebook)"
     )
     if any(r.isolation == NOT_ISOLATED for r in rows):
         print(

@@ -12,7 +12,6 @@ run as printed, whether or not the instructor's environment is activated.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import shlex
 import shutil
@@ -94,7 +93,3 @@ def next_steps(course_dir: str | Path, nbgrader: str = "nbgrader") -> tuple[list
     before.append(f'{nbgrader} generate_assignment "*"')
     after = [f'{nbgrader} autograde "*"', f'{nbgrader} generate_feedback "*"']
     return before, after
-
-
-def nbgrader_installed() -> bool:
-    return importlib.util.find_spec("nbgrader") is not None

@@ -28,29 +28,11 @@ import nbformat
 
 from ..course import CONCEPTS, NotACheckoutError, checkout
 
-__all__ = [
-    "BEGIN_SOLUTION",
-    "END_SOLUTION",
-    "BEGIN_HIDDEN",
-    "END_HIDDEN",
-    "Part",
-    "GradedNotebook",
-    "default_source_dir",
-    "default_exercise_dir",
-    "source_notebooks",
-    "read_notebook",
-    "write_notebook",
-    "is_answer_cell",
-    "is_test_cell",
-    "parts",
-    "strip_solutions",
-    "strip_hidden_tests",
-    "build_student_notebook",
-    "build_all",
-    "stale_exercises",
-    "assemble_graded",
-    "answer_names",
-]
+__all__ = ["BEGIN_SOLUTION", "END_SOLUTION", "BEGIN_HIDDEN", "END_HIDDEN", "Part"]
+__all__ += ["GradedNotebook", "default_source_dir", "default_exercise_dir", "source_notebooks"]
+__all__ += ["read_notebook", "write_notebook", "is_answer_cell", "is_test_cell", "parts"]
+__all__ += ["strip_solutions", "strip_hidden_tests", "build_student_notebook", "build_all"]
+__all__ += ["stale_exercises", "assemble_graded", "answer_names"]
 
 BEGIN_SOLUTION = "### BEGIN SOLUTION"
 END_SOLUTION = "### END SOLUTION"
@@ -171,11 +153,11 @@ def _validate_source(nb, name: str) -> None:
     seen: set[str] = set()
     for cell in nb.cells:
         m = _meta(cell)
+        if not m and (BEGIN_SOLUTION in cell.source or BEGIN_HIDDEN in cell.source):
+            raise ValueError(
+                f"{name}: a cell with solution/hidden markers has no nbgrader metadata"
+            )
         if not m:
-            if BEGIN_SOLUTION in cell.source or BEGIN_HIDDEN in cell.source:
-                raise ValueError(
-                    f"{name}: a cell with solution/hidden markers has no nbgrader metadata"
-                )
             continue
         gid = m.get("grade_id")
         if not gid:
@@ -212,24 +194,25 @@ def build_all(source_dir: Path | None = None, out_dir: Path | None = None) -> li
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
     for src in source_notebooks(source_dir):
-        target = out_dir / src.name
-        text = notebook_text(build_student_notebook(read_notebook(src)))
-        if not target.exists() or target.read_text(encoding="utf-8") != text:
-            target.write_text(text, encoding="utf-8")
-        written.append(target)
+        if _differs(src, out_dir / src.name):
+            (out_dir / src.name).write_text(_student_text(src), encoding="utf-8")
+        written.append(out_dir / src.name)
     return written
+
+
+def _student_text(src: Path) -> str:
+    return notebook_text(build_student_notebook(read_notebook(src)))
+
+
+def _differs(src: Path, target: Path) -> bool:
+    return not target.exists() or target.read_text(encoding="utf-8") != _student_text(src)
 
 
 def stale_exercises(source_dir: Path | None = None, out_dir: Path | None = None) -> list[str]:
     """Names of exercise notebooks that are missing, extra or differ from their source."""
     out_dir = Path(out_dir) if out_dir is not None else default_exercise_dir()
     sources = source_notebooks(source_dir)
-    stale = []
-    for src in sources:
-        target = out_dir / src.name
-        text = notebook_text(build_student_notebook(read_notebook(src)))
-        if not target.exists() or target.read_text(encoding="utf-8") != text:
-            stale.append(src.name)
+    stale = [src.name for src in sources if _differs(src, out_dir / src.name)]
     names = {s.name for s in sources}
     stale += sorted(p.name for p in out_dir.glob("[0-9][0-9]_*.ipynb") if p.name not in names)
     return stale
@@ -312,13 +295,8 @@ def assemble_graded(source_nb, submission_nb) -> GradedNotebook:
                 cells.append((answers[gid], gid, "answer"))
             else:
                 missing_answers.append(gid)
-                cells.append(
-                    (
-                        f"raise NotImplementedError('answer cell {gid} is missing from the submission')",
-                        gid,
-                        "answer",
-                    )
-                )
+                missing = f"answer cell {gid} is missing from the submission"
+                cells.append((f"raise NotImplementedError({missing!r})", gid, "answer"))
         elif is_test_cell(cell):
             owner[gid] = current
             original = strip_hidden_tests(cell.source)

@@ -22,12 +22,10 @@ Two levels (:func:`probe` tells which one this machine allows):
 
 ``none``
     The fallback where namespaces are refused (no user namespaces, a container without
-    them, an AppArmor policy that restricts them, another OS). The process runs in a new
-    session under the same limits; as root it first drops to a fresh unprivileged uid.
-    The grading process is a child subreaper and kills every descendant at the end, which
-    still catches ``setsid`` and double forks. What it cannot stop: the notebook can read
-    whatever that uid may read (``solutions/`` included), and without root it can signal
-    the grader's processes. The grader prints a warning and marks every gradebook row.
+    them, an AppArmor policy, another OS): a new session under the same limits, as a fresh
+    unprivileged uid when the grader is root, in a judge that is a child subreaper and kills
+    every descendant at the end. What it cannot stop is said in the threat model
+    (:mod:`pecourse.exercises.grade`).
 
 The verdict never depends on the sandbox alone: tests run outside the student's process
 (see :mod:`pecourse.exercises._runner`), so the sandbox's job is to keep the notebook from
@@ -43,39 +41,24 @@ import resource
 import signal
 import sys
 
-__all__ = ["NAMESPACES", "NONE", "Plan", "probe", "enter_gate", "enter_student", "SandboxError"]
+__all__ = ["NAMESPACES", "NONE", "Plan", "probe", "fork_gate", "enter_student", "SandboxError"]
 
 NAMESPACES = "namespaces"
 NONE = "none"
 
-CLONE_NEWNS = 0x00020000
-CLONE_NEWUTS = 0x04000000
-CLONE_NEWIPC = 0x08000000
-CLONE_NEWUSER = 0x10000000
-CLONE_NEWPID = 0x20000000
-CLONE_NEWNET = 0x40000000
-
-MS_RDONLY = 1
-MS_NOSUID = 2
-MS_NODEV = 4
-MS_NOEXEC = 8
-MS_REMOUNT = 32
-MS_NOATIME = 1024
-MS_NODIRATIME = 2048
-MS_BIND = 4096
-MS_REC = 16384
-MS_PRIVATE = 1 << 18
-MS_RELATIME = 1 << 21
-MNT_DETACH = 2
-
-PR_SET_PDEATHSIG = 1
-PR_SET_DUMPABLE = 4
-PR_CAPBSET_DROP = 24
-PR_SET_SECUREBITS = 28
-PR_SET_NO_NEW_PRIVS = 38
-PR_SET_CHILD_SUBREAPER = 36
-PR_CAP_AMBIENT = 47
-PR_CAP_AMBIENT_CLEAR_ALL = 4
+# <linux/sched.h>, <linux/mount.h>, <linux/prctl.h>
+CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
+CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x10000000, 0x20000000, 0x40000000
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT = 1, 2, 4, 8, 32
+MS_NOATIME, MS_NODIRATIME, MS_BIND, MS_REC = 1024, 2048, 4096, 16384
+MS_PRIVATE, MS_RELATIME, MNT_DETACH = 1 << 18, 1 << 21, 2
+PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_SECUREBITS = 1, 4, 24, 28
+PR_SET_NO_NEW_PRIVS, PR_SET_CHILD_SUBREAPER, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = (
+    38,
+    36,
+    47,
+    4,
+)
 # SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP(_LOCKED) | SECBIT_KEEP_CAPS_LOCKED
 SECUREBITS = 0x01 | 0x02 | 0x04 | 0x08 | 0x20
 CAP_LAST = 63
@@ -259,18 +242,28 @@ def die_with_parent() -> None:
 def protect_from_same_uid() -> None:
     """Not dumpable: processes of the same uid can no longer ptrace this one or open its
     ``/proc/PID/fd`` (the fallback's defence of the server's and the judge's pipes)."""
-    try:
-        prctl(PR_SET_DUMPABLE, 0)
-    except (SandboxError, AttributeError):
-        pass
+    _try_prctl(PR_SET_DUMPABLE, 0)
 
 
 def become_subreaper() -> None:
     """Orphans among this process's descendants are re-parented here, not to init."""
+    _try_prctl(PR_SET_CHILD_SUBREAPER, 1)
+
+
+def _try_prctl(option: int, arg: int) -> None:
     try:
-        prctl(PR_SET_CHILD_SUBREAPER, 1)
-    except (SandboxError, AttributeError):
+        prctl(option, arg)
+    except (SandboxError, AttributeError):  # not Linux, or not allowed: the docs say so
         pass
+
+
+def kill(pid: int | None, group: bool = False) -> None:
+    """SIGKILL ``pid`` (its process group with ``group``) if it is still there."""
+    if pid:
+        try:
+            (os.killpg if group else os.kill)(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
 
 
 class Plan:
@@ -311,14 +304,9 @@ class Plan:
         self.hide = sorted(
             {q for q in self.protected for b in self.binds if _inside(q, b) and os.path.exists(q)}
         )
-        self.links = [
-            p for p in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32") if os.path.islink(p)
-        ]
-        self.binds += [
-            p
-            for p in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
-            if not os.path.islink(p) and os.path.isdir(p) and p not in self.binds
-        ]
+        system = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+        self.links = [p for p in system if os.path.islink(p)]
+        self.binds += [p for p in system if os.path.isdir(p) and p not in self.links + self.binds]
 
 
 def _inside(path: str, folder: str) -> bool:
@@ -353,17 +341,6 @@ def others_can_run_python() -> bool:
 # --------------------------------------------------------------------------- namespaces
 
 
-def enter_gate(write_maps) -> None:
-    """In the gate process (a child of the judge): new user and PID namespaces.
-
-    ``write_maps()`` asks the judge, which stays in the initial namespaces, to write this
-    process's uid and gid maps, and returns once they are written. The gate's children are
-    born in the new PID namespace; its first child becomes that namespace's PID 1.
-    """
-    unshare(CLONE_NEWUSER | CLONE_NEWPID)
-    write_maps()
-
-
 def fork_gate(uid: int | None, student, *, close=(), close_after_fork=()) -> tuple:
     """Fork a gate into new user and PID namespaces and, from it, the student's process
     (PID 1 there), which runs ``student()`` and then exits. This process, still in the
@@ -381,13 +358,12 @@ def fork_gate(uid: int | None, student, *, close=(), close_after_fork=()) -> tup
         try:
             for fd in (maps_r, go_w, pid_r, *close):
                 os.close(fd)
-
-            def write_maps():
-                os.write(maps_w, b"m")
-                if os.read(go_r, 1) != b"g":
-                    raise SandboxError(0, "the id maps were not written")
-
-            enter_gate(write_maps)
+            # new user and PID namespaces: the judge, still in the initial ones, writes the
+            # id maps; the gate's first child is PID 1 of the new PID namespace
+            unshare(CLONE_NEWUSER | CLONE_NEWPID)
+            os.write(maps_w, b"m")
+            if os.read(go_r, 1) != b"g":
+                raise SandboxError(0, "the id maps were not written")
             die_with_parent()
             child = os.fork()
             if child == 0:
@@ -427,20 +403,12 @@ def fork_gate(uid: int | None, student, *, close=(), close_after_fork=()) -> tup
 
 def write_id_maps(pid: int, uid: int | None) -> None:
     """The judge's half of :func:`enter_gate`: root inside maps to ``uid`` (or to us)."""
+    maps = [("uid_map", f"0 {uid} 1"), ("gid_map", f"0 {uid} 1")]
     if uid is None:  # unprivileged: only our own ids, and setgroups must be denied first
-        maps = [
-            ("setgroups", "deny"),
-            ("uid_map", f"0 {os.geteuid()} 1"),
-            ("gid_map", f"0 {os.getegid()} 1"),
-        ]
-    else:
-        maps = [("uid_map", f"0 {uid} 1"), ("gid_map", f"0 {uid} 1")]
+        maps = [("setgroups", "deny"), ("uid_map", f"0 {os.geteuid()} 1")]
+        maps += [("gid_map", f"0 {os.getegid()} 1")]
     for name, text in maps:
-        fd = os.open(f"/proc/{pid}/{name}", os.O_WRONLY)
-        try:
-            os.write(fd, text.encode())
-        finally:
-            os.close(fd)
+        _write(f"/proc/{pid}", name, text)
 
 
 def enter_student(plan: Plan, home_files: dict[str, bytes]) -> None:
@@ -526,18 +494,6 @@ def _bind_readonly(source: str, target: str) -> None:
     _mount(None, target, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | keep)
 
 
-class _CapHeader(ctypes.Structure):
-    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
-
-
-class _CapData(ctypes.Structure):
-    _fields_ = [
-        ("effective", ctypes.c_uint32),
-        ("permitted", ctypes.c_uint32),
-        ("inheritable", ctypes.c_uint32),
-    ]
-
-
 def _drop_capabilities() -> None:
     """Root inside the user namespace keeps nothing: no capability now or after an exec."""
     prctl(PR_SET_SECUREBITS, SECUREBITS)
@@ -547,9 +503,10 @@ def _drop_capabilities() -> None:
                 break
             _check(-1, f"drop capability {cap} from the bounding set")
     _c().prctl(PR_CAP_AMBIENT, ctypes.c_ulong(PR_CAP_AMBIENT_CLEAR_ALL), 0, 0, 0)
-    header = _CapHeader(_LINUX_CAPABILITY_VERSION_3, 0)
-    data = (_CapData * 2)()
-    _check(_c().capset(ctypes.byref(header), ctypes.byref(data)), "capset")
+    # capset(2): header {version, pid 0 = this process}, two sets of {effective,
+    # permitted, inheritable} all zero
+    header = (ctypes.c_uint32 * 2)(_LINUX_CAPABILITY_VERSION_3, 0)
+    _check(_c().capset(header, (ctypes.c_uint32 * 6)()), "capset")
     prctl(PR_SET_NO_NEW_PRIVS, 1)
 
 
@@ -568,10 +525,7 @@ def enter_fallback(workdir: str, scratch: str, uid: int | None) -> None:
         os.setgroups([])
         os.setresgid(uid, uid, uid)
         os.setresuid(uid, uid, uid)
-    try:
-        prctl(PR_SET_NO_NEW_PRIVS, 1)
-    except (SandboxError, AttributeError):
-        pass
+    _try_prctl(PR_SET_NO_NEW_PRIVS, 1)
 
 
 def set_limits(memory_mb: int, cpu_seconds: float, *, own_processes: int = 0) -> None:
@@ -589,66 +543,47 @@ def set_limits(memory_mb: int, cpu_seconds: float, *, own_processes: int = 0) ->
 
 def limit_memory(memory_mb: int) -> None:
     """``RLIMIT_AS``: ``memory_mb`` of address space on top of what is mapped now."""
-    limit = _address_space() + memory_mb * 1024 * 1024
-    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-
-
-def _address_space() -> int:
     try:
         with open("/proc/self/status", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("VmSize:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
+            mapped = next((int(n.split()[1]) for n in f if n.startswith("VmSize:")), 0) * 1024
+    except OSError:  # no /proc: not Linux
+        mapped = 0
+    limit = mapped + memory_mb * 1024 * 1024
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
 
 def processes_of(uid: int) -> int:
     """How many processes (threads not counted) ``uid`` has now, from /proc."""
     count = 0
-    try:
-        names = os.listdir("/proc")
-    except OSError:
-        return 0
-    for name in names:
-        if name.isdigit():
-            try:
-                if os.stat(f"/proc/{name}").st_uid == uid:
-                    count += 1
-            except OSError:
-                pass
+    for pid in _pids():
+        try:
+            count += os.stat(f"/proc/{pid}").st_uid == uid
+        except OSError:
+            pass
     return count
 
 
-def kill_descendants(pid: int, rounds: int = 200) -> int:
+def kill_descendants(pid: int, rounds: int = 200) -> None:
     """SIGKILL every process whose parent is ``pid`` (a subreaper, so orphans land here),
-    reap them, and repeat until none is left; return how many were killed."""
-    killed = 0
+    reap them, and repeat until none is left."""
     for _ in range(rounds):
-        children = _children_of(pid)
+        children = [n for n in _pids() if _parent_of(n) == pid]
         if not children:
-            return killed
+            return
         for child in children:
-            try:
-                os.kill(child, signal.SIGKILL)
-                killed += 1
-            except (ProcessLookupError, PermissionError):
-                pass
+            kill(child)
         for child in children:
             try:
                 os.waitpid(child, 0)
             except ChildProcessError:
                 pass
-    return killed
 
 
-def _children_of(pid: int) -> list[int]:
+def _pids() -> list[int]:
     try:
-        names = [int(n) for n in os.listdir("/proc") if n.isdigit()]
-    except OSError:
+        return [int(n) for n in os.listdir("/proc") if n.isdigit()]
+    except OSError:  # no /proc: not Linux
         return []
-    return [n for n in names if _parent_of(n) == pid]
 
 
 def _parent_of(pid: int) -> int:

@@ -35,12 +35,8 @@ def expect_tensor(
     if not isinstance(got, torch.Tensor):
         _fail(what, f"expected a tensor, got a {type(got).__name__}", hint)
     if dtype is not None and got.dtype != dtype:
-        _fail(
-            what,
-            f"expected dtype {str(dtype).removeprefix('torch.')}, got "
-            f"{str(got.dtype).removeprefix('torch.')}",
-            hint,
-        )
+        names = [str(d).removeprefix("torch.") for d in (dtype, got.dtype)]
+        _fail(what, "expected dtype {}, got {}".format(*names), hint)
     if tuple(got.shape) != tuple(expected.shape):
         _fail(what, f"expected shape {tuple(expected.shape)}, got {tuple(got.shape)}", hint)
     if got.numel() == 0:
@@ -68,14 +64,7 @@ def _largest(g, e, wrong) -> float:
 
 
 def expect_number(
-    got,
-    expected,
-    what: str,
-    hint: str = "",
-    *,
-    kind=float,
-    rel: float = 1e-9,
-    abs_tol: float = 1e-12,
+    got, expected, what: str, hint: str = "", *, kind=float, rel=1e-9, abs_tol=1e-12
 ) -> None:
     """``got`` must be a Python ``kind`` (float or int) close to ``expected``."""
     if kind is float and not isinstance(got, float):
@@ -96,8 +85,7 @@ def expect_raises(function, error, what: str, hint: str = "", match: str | None 
         function()
     except error as exc:
         if match is not None and match not in str(exc):
-            _fail(
-                what, f"the {error.__name__} should mention {match!r}; it says {str(exc)!r}", hint
-            )
+            mention = f"the {error.__name__} should mention {match!r}; it says {str(exc)!r}"
+            _fail(what, mention, hint)
         return
     _fail(what, f"expected {error.__name__}, nothing was raised", hint)

@@ -19,16 +19,8 @@ import math
 import socket
 import struct
 
-__all__ = [
-    "MAX_MESSAGE",
-    "NotPlainData",
-    "Callback",
-    "encode",
-    "decode",
-    "send",
-    "recv",
-    "WireError",
-]
+__all__ = ["MAX_MESSAGE", "NotPlainData", "Callback", "encode", "decode", "send", "recv"]
+__all__ += ["WireError"]
 
 MAGIC = b"PEC1"
 HEADER = struct.Struct(">4sQQ")
@@ -76,10 +68,6 @@ class Callback:
 
     def __repr__(self) -> str:
         return f"<function {self.name} (run by the grader)>"
-
-
-def _dtype_name(dtype) -> str:
-    return str(dtype).removeprefix("torch.")
 
 
 def encode(obj, *, callables=None, generators=None, origins=None):
@@ -137,7 +125,7 @@ def encode(obj, *, callables=None, generators=None, origins=None):
                 return {"$opaque": f"numpy.{type(x).__name__}"}
             return {"$npscalar": x.dtype.str, "v": enc(x.item(), depth + 1)}
         if isinstance(x, torch.dtype):
-            return {"$dtype": _dtype_name(x)}
+            return {"$dtype": str(x).removeprefix("torch.")}
         if isinstance(x, torch.Size):
             return {"$size": [int(v) for v in x]}
         if isinstance(x, torch.device):
@@ -189,15 +177,6 @@ def decode(tree, tensors, *, invoke=None, generators=None):
     """The value ``tree`` describes; ``invoke(handle, args, kwargs)`` backs callbacks
     (None: callbacks are refused); ``generators`` receives ``handle -> Generator`` made
     from the states sent. Anything malformed raises :class:`WireError`."""
-    try:
-        return _decode(tree, tensors, invoke, generators)
-    except WireError:
-        raise
-    except (KeyError, TypeError, ValueError, IndexError, RuntimeError, AttributeError) as exc:
-        raise WireError(f"a malformed value ({type(exc).__name__}: {str(exc)[:100]})") from exc
-
-
-def _decode(tree, tensors, invoke, generators):
     import torch
 
     count = [0]
@@ -270,7 +249,10 @@ def _decode(tree, tensors, invoke, generators):
             return NotPlainData(str(x["$opaque"])[:120])
         raise WireError(f"unknown tag {kind!r}")
 
-    return dec(tree, 0)
+    try:
+        return dec(tree, 0)
+    except (KeyError, TypeError, ValueError, IndexError, RuntimeError, AttributeError) as exc:
+        raise WireError(f"a malformed value ({type(exc).__name__}: {str(exc)[:100]})") from exc
 
 
 def _key(k):
@@ -325,9 +307,7 @@ def send(sock: socket.socket, header: dict, tensors: dict | None = None) -> None
 def recv(sock: socket.socket, limit: int = MAX_MESSAGE) -> tuple[dict, dict]:
     head = _exactly(sock, HEADER.size)
     magic, n_body, n_blob = HEADER.unpack(head)
-    if magic != MAGIC:
-        raise WireError("a malformed message")
-    if n_body + n_blob > limit:
+    if magic != MAGIC or n_body + n_blob > limit:
         raise WireError(f"a message of {(n_body + n_blob) // 2**20} MB is over the limit")
     return unpack(head + _exactly(sock, n_body + n_blob))
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import logging
+import re
 
 import pytest
 
@@ -15,6 +16,7 @@ from pecourse.exercises.grade import (
     Row,
     export_csv,
     grade_class,
+    pace,
     read_sqlite,
     scan_class,
     write_csv,
@@ -200,6 +202,13 @@ def test_cli_grade_one_notebook_updates_the_whole_gradebook(
     assert code == 0
     printed = capsys.readouterr().out
     assert "1 student(s), 1 exercise(s)" in printed
+    # the pace, from the count and the time it printed (issue 32)
+    seconds, per_minute = re.search(
+        r"1 notebook\(s\) graded in ([\d.]+) s: ([\d.]+) a minute", printed
+    ).groups()
+    assert abs(float(per_minute) - 60 / float(seconds)) <= 0.05 + 60 / float(seconds) * 0.01, (
+        printed
+    )
     with open(out, newline="") as f:
         table = list(csv.DictReader(f))
     assert list(table[0]) == list(CSV_COLUMNS)
@@ -229,6 +238,13 @@ def test_gradebook_regrade_replaces_only_its_rows(tmp_path):
     assert [(r.exercise, r.points) for r in read_sqlite(db)] == [("e1", 2.0), ("e2", 2.0)]
     written = export_csv(db, tmp_path / "book.csv")
     assert len(written) == 2 and (tmp_path / "book.csv").read_text().count("\n") == 3
+
+
+def test_pace_counts_the_notebooks_handed_in_per_minute():
+    rows = [Row(s, e, p, 1.0, 1.0, "", "") for s in "ab" for e in ("e1", "e2") for p in "pq"]
+    rows[-2:] = [Row("b", "e2", p, 0.0, 1.0, "no submission", "") for p in "pq"]
+    assert pace(rows, 90.0) == "3 notebook(s) graded in 90.0 s: 2.0 a minute"
+    assert pace(rows[:2], 0.0) == "1 notebook(s) graded in 0.0 s: 0.0 a minute"
 
 
 def test_gradebook_later_round_keeps_grades_of_students_absent_from_it(tmp_path):
