@@ -40,7 +40,7 @@ def anki_guid(card: Flashcard) -> str:
 
 _CSS = (
     ".card { font-family: sans-serif; font-size: 18px; text-align: left; }\n"
-    ".topic { color: #888; font-size: 13px; }"
+    ".topic, .source { color: #888; font-size: 13px; }"
 )
 
 ANKI_MODEL = genanki.Model(
@@ -73,20 +73,24 @@ ANKI_CLOZE_MODEL = genanki.Model(
 )
 
 
+def _source_html(card: Flashcard) -> str:
+    """The card's source (chapter section, paper) under its answer; empty without one."""
+    if not card.source.strip():
+        return ""
+    html = markdown_to_html(f"Source: {card.source}", math_style="anki")
+    return f"<div class='source'>{html}</div>"
+
+
 def anki_note(card: Flashcard) -> genanki.Note:
-    """The Anki note of one card: a cloze note for a cloze card, a basic note otherwise."""
-    if card.is_cloze:
-        model = ANKI_CLOZE_MODEL
-        fields = [markdown_to_html(card.front, math_style="anki"),
-                  markdown_to_html(card.back, math_style="anki") if card.back.strip() else "",
-                  card.topic, card.id]  # fmt: skip
-    else:
-        model = ANKI_MODEL
-        fields = [markdown_to_html(card.front, math_style="anki"),
-                  markdown_to_html(card.back, math_style="anki"), card.topic, card.id]  # fmt: skip
+    """The Anki note of one card: a cloze note for a cloze card, a basic note otherwise. The
+    source goes under the answer (Back, or a cloze note's Extra), not in a field of its own:
+    a new field would change the note types, and importing into a collection that holds the
+    old ones would then no longer simply update its notes."""
+    back = markdown_to_html(card.back, math_style="anki") if card.back.strip() else ""
+    front = markdown_to_html(card.front, math_style="anki")
     return genanki.Note(
-        model=model,
-        fields=fields,
+        model=ANKI_CLOZE_MODEL if card.is_cloze else ANKI_MODEL,
+        fields=[front, back + _source_html(card), card.topic, card.id],
         guid=anki_guid(card),
         tags=[f"pecourse::{card.concept:02d}_{CONCEPTS[card.concept]}"],
     )
@@ -107,14 +111,16 @@ def export_anki(path: str | os.PathLike, concept: int | None = None) -> Path:
 
 
 def jupytercards_card(card: Flashcard) -> dict:
-    """One card as jupytercards shows it: a cloze card becomes a question/answer pair."""
-    return {"id": card.id, "front": card.question(), "back": card.answer(), "topic": card.topic}
+    """One card as jupytercards shows it: a cloze card becomes a question/answer pair. The
+    source travels as its own key (jupytercards reads the keys it knows)."""
+    return {"id": card.id, "front": card.question(), "back": card.answer(), "topic": card.topic,
+            "source": card.source}  # fmt: skip
 
 
 def export_json(path: str | os.PathLike, concept: int | None = None) -> Path:
     """Write the deck as one jupytercards-compatible JSON list; returns the path.
 
-    Each entry has ``front``, ``back``, ``topic`` and ``id``; cloze cards are rendered as
+    Each entry has ``front``, ``back``, ``topic``, ``id`` and ``source``; cloze cards are rendered as
     question (deletions blanked) and answer (deletions filled in), since jupytercards has no
     cloze cards of its own.
     """

@@ -1,5 +1,6 @@
 """Exports: Anki packages with stable ids, and jupytercards JSON."""
 
+import html
 import json
 import sqlite3
 import zipfile
@@ -85,3 +86,17 @@ def test_json_export_is_a_jupytercards_deck(tmp_path):
     dynamic = pytest.importorskip("jupytercards.dynamic")
     cards, _local, _url = dynamic._parse_ref(str(path))
     assert len(cards) == 157
+
+
+def test_every_export_carries_the_cards_sources(tmp_path):
+    deck = load_deck()
+    assert all(card.source.strip() for card in deck)  # the deck's rule; the exports keep it
+    entries = json.loads(export_json(tmp_path / "deck.json").read_text())
+    assert [e["source"] for e in entries] == [card.source for card in deck]
+    notes, _, _, _ = _notes(export_anki(tmp_path / "all.apkg"), tmp_path)
+    answers = {guid: flds.split("\x1f")[1] for guid, _mid, flds in notes}
+    plain = [card for card in deck if not set("`*$") & set(card.source)]
+    assert len(plain) > 100
+    for card in plain:  # under the answer (a cloze note's Extra), after everything else
+        answer = answers[anki_guid(card)]
+        assert answer.endswith(f"<p>Source: {html.escape(card.source, quote=False)}</p></div>")
