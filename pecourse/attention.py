@@ -301,22 +301,6 @@ def _fused_attention(q, k, v, bias, visible, is_causal=False) -> Tensor:
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal)
 
 
-def _observed(module: nn.Module) -> bool:
-    """Whether a hook (the module's own or a global one) watches ``module`` run."""
-    from torch.nn.modules import module as registry
-
-    return bool(
-        module._forward_hooks
-        or module._forward_pre_hooks
-        or module._backward_hooks
-        or module._backward_pre_hooks
-        or registry._global_forward_hooks
-        or registry._global_forward_pre_hooks
-        or registry._global_backward_hooks
-        or registry._global_backward_pre_hooks
-    )
-
-
 class MultiHeadAttention(nn.Module):
     """Multi-head (optionally grouped-query) self-attention over one positional scheme.
 
@@ -368,21 +352,12 @@ class MultiHeadAttention(nn.Module):
         check_tensor("x", x, ndim=3, floating=True)
         b, s, _ = x.shape
         h, h_kv, d = self.num_heads, self.num_kv_heads, self.head_dim
-        projections = (self.q_proj, self.k_proj, self.v_proj)
-        if any(map(_observed, projections)):  # a hook reads a projection: run it as a layer
-            q, k, v = (p(x) for p in projections)
-        else:
-            # The three projections as one matrix product (their weights stacked), so x is
-            # read once: each output is the same dot product as in its own layer.
-            weight = torch.cat([p.weight for p in projections])
-            bias = None if self.q_proj.bias is None else torch.cat([p.bias for p in projections])
-            q, k, v = F.linear(x, weight, bias).split((h * d, h_kv * d, h_kv * d), dim=-1)
-        # Queries and keys copied to [batch, heads, seq, head_dim]: the layout a rotation
-        # reads in one pass (a strided view would be copied there once per scheme call);
-        # values stay a view, which the attention kernels read as it is.
-        q = q.view(b, s, h, d).transpose(1, 2).contiguous()
-        k = k.view(b, s, h_kv, d).transpose(1, 2).contiguous()
-        v = v.view(b, s, h_kv, d).transpose(1, 2)
+        # Each projection its own layer (a hook on q_proj sees the queries, chapter 10), viewed
+        # as [batch, heads, seq, head_dim] without a copy: the rotation and the attention
+        # kernels read these strides as they are (and the rotation's result keeps them).
+        q = self.q_proj(x).view(b, s, h, d).transpose(1, 2)
+        k = self.k_proj(x).view(b, s, h_kv, d).transpose(1, 2)
+        v = self.v_proj(x).view(b, s, h_kv, d).transpose(1, 2)
         result = attention(
             q,
             k,

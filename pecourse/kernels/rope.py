@@ -8,7 +8,8 @@ the same signature:
   layer of a forward pass rotates at the same positions, and so does every training step at
   a fixed length; production code (transformers' ``LlamaRotaryEmbedding``) builds the table
   once per forward for the same reason;
-- :func:`pecourse.kernels.rope_cpu.rotate` rotates in one pass with a small C kernel.
+- :func:`pecourse.kernels.rope_cpu.rotate` rotates in one pass with a small C kernel
+  (:func:`~pecourse.kernels.rope_cpu.rotate_qk`: queries and keys in one call).
 
 Together they are :data:`FAST_ROPE`, the backend the model gives its rotary layers
 (:func:`pecourse.lab.model.build_scheme`). :data:`apply_rope` is
@@ -102,7 +103,7 @@ def cos_sin(
 
 
 #: Cached tables and the C kernel: the rotary core's numbers, fast.
-FAST_ROPE = rotary.Rotary(cos_sin, rope_cpu.rotate, "fast")
+FAST_ROPE = rotary.Rotary(cos_sin, rope_cpu.rotate, "fast", rope_cpu.rotate_qk)
 
 #: :func:`pecourse.positions.rope.apply_rope` on :data:`FAST_ROPE`: the table from
 #: :data:`TABLES`, the rotation from the C kernel (or the readable rotation where the kernel

@@ -16,12 +16,36 @@ static inline uint16_t f_to_bf16(float f) {
 
 /* One row = one (batch, head, position) vector of D values. Rows [row_begin, row_end) of
    a [B, M, S, D] view of x (element strides sxb, sxm, sxs; last dim contiguous) are written
-   to the contiguous out. cos/sin are [B or 1, S, R/2] contiguous; cbs is their batch stride
-   (0 when shared by the batch). The first R dims are rotated, dims R..D-1 copied. */
+   to the same rows of out (element strides sob, som, sos; last dim contiguous). cos/sin are
+   [B or 1, S, R/2] contiguous; cbs is their batch stride (0 when shared by the batch). The
+   first R dims are rotated, dims R..D-1 copied. */
+/* The half-pairing loop over one row's H2 pairs: o[j] = a c -+ b s, o[j + H2] = b c +- a s.
+   Spelled out for the common head sizes (R = 16, 32, 64) so the compiler sees a fixed trip
+   count: a short row then runs as whole vectors, without the checks and remainder loops of
+   a loop of unknown length (a head size of 16 has only 8 pairs; measured 2.2x faster on
+   [16, 4, 64, 16]). "unroll 1" keeps -O3 from unrolling the fixed loop into scalar code
+   before the loop vectorizer sees it (the SLP vectorizer, which would re-vectorize it, is
+   off: see rope_cpu.py). The same products in the same order. */
+#define HALF(N, CT, LOAD, STORE, OP1, OP2)                                                    \
+    _Pragma("GCC unroll 1")                                                                   \
+    for (int64_t j = 0; j < (N); ++j) {                                                       \
+        const CT a = LOAD(xr[j]), bb = LOAD(xr[j + (N)]);                                     \
+        o[j] = STORE(a * c[j] OP1 bb * sv[j]);                                                \
+        o[j + (N)] = STORE(bb * c[j] OP2 a * sv[j]);                                          \
+    }
+#define HALF_SIZES(CT, LOAD, STORE, OP1, OP2)                                                 \
+    switch (H2) {                                                                             \
+    case 8: HALF(8, CT, LOAD, STORE, OP1, OP2) break;                                         \
+    case 16: HALF(16, CT, LOAD, STORE, OP1, OP2) break;                                       \
+    case 32: HALF(32, CT, LOAD, STORE, OP1, OP2) break;                                       \
+    default: HALF(H2, CT, LOAD, STORE, OP1, OP2)                                              \
+    }
+
 #define DEFINE_ROPE(NAME, T, CT, LOAD, STORE)                                                 \
 void NAME(const T* restrict x, T* restrict out, const CT* restrict cs, const CT* restrict sn, \
           int64_t M, int64_t S, int64_t D, int64_t R,                                         \
-          int64_t sxb, int64_t sxm, int64_t sxs, int64_t cbs,                                 \
+          int64_t sxb, int64_t sxm, int64_t sxs, int64_t sob, int64_t som, int64_t sos,       \
+          int64_t cbs,                                                                        \
           int interleaved, int inverse, int64_t row_begin, int64_t row_end)                   \
 {                                                                                             \
     const int64_t H2 = R / 2;                                                                 \
@@ -29,22 +53,14 @@ void NAME(const T* restrict x, T* restrict out, const CT* restrict cs, const CT*
     int64_t s = row_begin % S, m = (row_begin / S) % M, b = row_begin / S / M;                \
     for (int64_t r = row_begin; r < row_end; ++r) {                                           \
         const T* restrict xr = x + b * sxb + m * sxm + s * sxs;                               \
-        T* restrict o = out + r * D;                                                          \
+        T* restrict o = out + b * sob + m * som + s * sos;                                    \
         const CT* restrict c = cs + b * cbs + s * H2;                                         \
         const CT* restrict sv = sn + b * cbs + s * H2;                                        \
         if (!interleaved) {                 /* pairs (j, j + R/2): NeoX / transformers */     \
             if (!inverse) {                                                                   \
-                for (int64_t j = 0; j < H2; ++j) {                                            \
-                    const CT a = LOAD(xr[j]), bb = LOAD(xr[j + H2]);                          \
-                    o[j] = STORE(a * c[j] - bb * sv[j]);                                      \
-                    o[j + H2] = STORE(bb * c[j] + a * sv[j]);                                 \
-                }                                                                             \
+                HALF_SIZES(CT, LOAD, STORE, -, +)                                             \
             } else {                        /* rotation by -theta: sin -> -sin */             \
-                for (int64_t j = 0; j < H2; ++j) {                                            \
-                    const CT a = LOAD(xr[j]), bb = LOAD(xr[j + H2]);                          \
-                    o[j] = STORE(a * c[j] + bb * sv[j]);                                      \
-                    o[j + H2] = STORE(bb * c[j] - a * sv[j]);                                 \
-                }                                                                             \
+                HALF_SIZES(CT, LOAD, STORE, +, -)                                             \
             }                                                                                 \
         } else {                            /* pairs (2j, 2j + 1): GPT-J / Meta */            \
             if (!inverse) {                                                                   \

@@ -73,7 +73,7 @@ from .._validate import check_choice, check_tensor
 from ..positions.rotary import PAIRINGS, compute_dtype, rotate_pairs
 from . import verify
 
-__all__ = ["rotate", "backend", "build_error", "check_all"]
+__all__ = ["rotate", "rotate_qk", "backend", "build_error", "check_all"]
 
 # --------------------------------------------------------------------------------------
 # The C kernel (rope_cpu.c, shipped beside this file)
@@ -84,7 +84,9 @@ def _c_source() -> str:
     return resources.files(__package__).joinpath("rope_cpu.c").read_text()
 
 
-_ARGTYPES = [ctypes.c_void_p] * 4 + [ctypes.c_int64] * 8 + [ctypes.c_int] * 2 + [ctypes.c_int64] * 2
+_ARGTYPES = (
+    [ctypes.c_void_p] * 4 + [ctypes.c_int64] * 11 + [ctypes.c_int] * 2 + [ctypes.c_int64] * 2
+)
 
 _lock = threading.Lock()
 _lib: ctypes.CDLL | None = None
@@ -95,8 +97,10 @@ _pool: ThreadPoolExecutor | None = None
 _pool_size = 0
 _pool_pid = 0
 
-# Below this many elements the thread pool costs more than it saves.
-_PARALLEL_MIN_NUMEL = 1 << 16
+# Below this many elements the thread pool costs more than it saves (a training step's queries,
+# [16, 4, 64, 16] = 2^16 elements, rotate in tens of microseconds on one thread: handing half
+# of them to a second thread and waiting for it costs as much, and more on a busy machine).
+_PARALLEL_MIN_NUMEL = 1 << 18
 
 
 def _cache_dir() -> Path:
@@ -304,15 +308,30 @@ def _can_use_kernel(x: Tensor, cos: Tensor, sin: Tensor) -> bool:
     return _load() is not None and x.dtype in _funcs
 
 
-def _kernel(x: Tensor, cos: Tensor, sin: Tensor, interleaved: bool, inverse: bool) -> Tensor:
-    """Run the C kernel (no autograd). ``x`` ``[..., S, D]``, tables ``[B|.., S, R/2]``."""
+def _kernel(
+    x: Tensor,
+    cos: Tensor,
+    sin: Tensor,
+    interleaved: bool,
+    inverse: bool,
+    strides: tuple[int, ...] | None = None,
+) -> Tensor:
+    """Run the C kernel (no autograd). ``x`` ``[..., S, D]``, tables ``[B|.., S, R/2]``.
+
+    The result has ``x``'s shape, laid out with ``strides`` when given (the backward pass
+    asks for the forward input's layout, so the views that made it cost nothing backwards),
+    else as ``x`` where ``x`` is dense (a transposed view stays one), else contiguous."""
     math = compute_dtype(x)
-    cos = cos.to(math).contiguous()
-    sin = sin.to(math).contiguous()
+    if cos.dtype != math:
+        cos, sin = cos.to(math), sin.to(math)
+    cos, sin = cos.contiguous(), sin.contiguous()
     shape = x.shape
     seq, dim = shape[-2], shape[-1]
     rotary = 2 * cos.shape[-1]
-    batch = cos.shape[0] if cos.ndim == 3 else 1
+    if cos.ndim == 3:  # one row of positions per batch element
+        batch, cbs = cos.shape[0], seq * (rotary // 2)
+    else:  # one row shared by the batch: every batch element reads it (batch stride 0)
+        batch, cbs = (shape[0] if x.ndim > 2 else 1), 0
     mid = x.numel() // (batch * seq * dim)
     try:
         xv = x.view(batch, mid, seq, dim)
@@ -320,13 +339,21 @@ def _kernel(x: Tensor, cos: Tensor, sin: Tensor, interleaved: bool, inverse: boo
         xv = x.reshape(batch, mid, seq, dim)
     if xv.stride(-1) != 1:
         xv = xv.contiguous()
-    x_neg = xv.is_neg()
-    if x_neg:
+    if xv.is_neg():
         xv = xv.resolve_neg()
-    out = torch.empty(shape, dtype=x.dtype)
+    out = (
+        torch.empty_like(x)
+        if strides is None
+        else torch.empty_strided(shape, strides, dtype=x.dtype)
+    )
+    try:
+        ov = out.view(batch, mid, seq, dim)
+    except RuntimeError:
+        ov = None
+    if ov is None or ov.stride(-1) != 1:
+        out = torch.empty(shape, dtype=x.dtype)
+        ov = out.view(batch, mid, seq, dim)
     fn = _funcs[x.dtype]
-    sxb, sxm, sxs, _ = xv.stride()
-    cbs = seq * (rotary // 2) if cos.ndim == 3 else 0
     rows = batch * mid * seq
     common = (
         xv.data_ptr(),
@@ -337,9 +364,8 @@ def _kernel(x: Tensor, cos: Tensor, sin: Tensor, interleaved: bool, inverse: boo
         seq,
         dim,
         rotary,
-        sxb,
-        sxm,
-        sxs,
+        *xv.stride()[:3],
+        *ov.stride()[:3],
         cbs,
         int(interleaved),
         int(inverse),
@@ -358,29 +384,62 @@ def _kernel(x: Tensor, cos: Tensor, sin: Tensor, interleaved: bool, inverse: boo
 
 
 class _RotateFn(torch.autograd.Function):
-    """Autograd for the kernel: the backward of a rotation is the inverse rotation."""
+    """Autograd for the kernel: the backward of a rotation is the inverse rotation.
+
+    ``forward`` takes ``ctx`` itself (no ``setup_context``): ``Function.apply`` then skips
+    binding the arguments through :mod:`inspect` on every call, a sizeable share of a small
+    rotation's cost. The kernel runs only outside functorch transforms, which are what
+    ``setup_context`` would be for."""
 
     @staticmethod
-    def forward(x, cos, sin, interleaved, inverse):
-        return _kernel(x, cos, sin, interleaved, inverse)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        _, cos, sin, interleaved, inverse = inputs
+    def forward(ctx, x, cos, sin, interleaved, inverse):
+        out = _kernel(x, cos, sin, interleaved, inverse)
         ctx.save_for_backward(cos, sin)
         ctx.interleaved, ctx.inverse = interleaved, inverse
+        # the gradient is laid out as x was: then the views x came from cost nothing backwards
+        ctx.strides = x.stride() if out.stride() == x.stride() else None
+        return out
 
     @staticmethod
     def backward(ctx, grad):
         cos, sin = ctx.saved_tensors
         # d(R x)/dx applied to grad = R^T grad = rotation by -theta (eq. 34 is orthogonal).
-        g = _apply(grad, cos, sin, ctx.interleaved, not ctx.inverse)
+        g = _apply(grad, cos, sin, ctx.interleaved, not ctx.inverse, ctx.strides)
         return g, None, None, None, None
+
+
+class _RotateQKFn(torch.autograd.Function):
+    """:class:`_RotateFn` for queries and keys rotated by one table: one node, two kernel
+    calls each way."""
+
+    @staticmethod
+    def forward(ctx, q, k, cos, sin, interleaved):
+        outs, ctx.strides = [], []
+        for x in (q, k):
+            out = _kernel(x, cos, sin, interleaved, False)
+            ctx.strides.append(x.stride() if out.stride() == x.stride() else None)
+            outs.append(out)
+        ctx.save_for_backward(cos, sin)
+        ctx.interleaved = interleaved
+        return tuple(outs)
+
+    @staticmethod
+    def backward(ctx, grad_q, grad_k):
+        cos, sin = ctx.saved_tensors
+        grads = [
+            _apply(g, cos, sin, ctx.interleaved, True, strides)
+            if g is not None and wanted
+            else None
+            for g, wanted, strides in zip((grad_q, grad_k), ctx.needs_input_grad, ctx.strides)
+        ]
+        return grads[0], grads[1], None, None, None
 
 
 def _probe(dtype: torch.dtype, interleaved: bool, inverse: bool):
     """The kernel and the reference on inputs that reach every branch of the C code: a
-    strided view with full rotary and a shared table; partial rotary with per-batch tables.
+    strided view with full rotary and a shared table, written back in its own layout;
+    partial rotary with per-batch tables; the head sizes the C code spells out (16, 32, 64:
+    8, 16 and 32 pairs).
 
     Small, and without transcendental functions, on purpose: nothing here may start
     PyTorch's OpenMP thread pool (``torch.cos`` does from 128 float64 elements), which would
@@ -392,6 +451,10 @@ def _probe(dtype: torch.dtype, interleaved: bool, inverse: bool):
     cases = [
         (torch.randn(3, 7, 2, 6, generator=g).transpose(1, 2), (7, 3)),
         (torch.randn(2, 3, 33, 40, generator=g), (2, 33, 12)),
+        *(
+            (torch.randn(1, 3, 2, dim, generator=g).transpose(1, 2), (3, dim // 2))
+            for dim in (16, 32, 64)
+        ),
     ]
     got, want = [], []
     for x, table_shape in cases:
@@ -431,11 +494,18 @@ def check_all() -> list[verify.Check]:
     return verify.status("rope_cpu (C kernel)")
 
 
-def _apply(x: Tensor, cos: Tensor, sin: Tensor, interleaved: bool, inverse: bool) -> Tensor:
+def _apply(
+    x: Tensor,
+    cos: Tensor,
+    sin: Tensor,
+    interleaved: bool,
+    inverse: bool,
+    strides: tuple[int, ...] | None = None,
+) -> Tensor:
     if _can_use_kernel(x, cos, sin) and _trusted(x.dtype, interleaved, inverse):
         if torch.is_grad_enabled() and x.requires_grad:
             return _RotateFn.apply(x, cos, sin, interleaved, inverse)
-        return _kernel(x, cos, sin, interleaved, inverse)
+        return _kernel(x, cos, sin, interleaved, inverse, strides)
     return rotate_pairs(
         x, cos, sin, pairing="interleaved" if interleaved else "half", inverse=inverse
     )
@@ -454,11 +524,37 @@ def rotate(
     transformers / NeoX) or ``"interleaved"`` (``x_{2i}`` with ``x_{2i+1}``, GPT-J / Meta).
     ``inverse=True`` rotates by ``-theta``.
 
-    Returns a new contiguous tensor of ``x``'s shape and dtype; the products are formed in
-    float32 (float64 for float64 inputs). Differentiable in ``x`` (and in ``cos``/``sin``
+    Returns a new tensor of ``x``'s shape and dtype, laid out as ``x`` where ``x`` is dense
+    (a transposed view stays one, so the views it came from cost nothing, forwards or
+    backwards), else contiguous. The products are formed in float32 (float64 for float64
+    inputs). Differentiable in ``x`` (and in ``cos``/``sin``
     through the reference path). Checks the tables against ``x`` (sequence length, batch,
     ``rotary_dim <= head_dim``) and the pairing.
     """
     cos, sin = _shared_row(cos, sin)
     _check(x, cos, sin, pairing)
     return _apply(x, cos, sin, pairing == "interleaved", bool(inverse))
+
+
+def rotate_qk(
+    q: Tensor, k: Tensor, cos: Tensor, sin: Tensor, *, pairing: str = "half"
+) -> tuple[Tensor, Tensor]:
+    """:func:`rotate` of queries and keys by one table, in one call: ``(rotate(q, cos, sin),
+    rotate(k, cos, sin))``, the same numbers, with the checks and the autograd node shared
+    (the :attr:`~pecourse.positions.rotary.Rotary.rotate_qk` of
+    :data:`pecourse.kernels.FAST_ROPE`). ``q`` and ``k`` may differ in their number of heads
+    (grouped-query attention) but must share dtype, sequence length and table."""
+    cos, sin = _shared_row(cos, sin)
+    _check(q, cos, sin, pairing)
+    _check(k, cos, sin, pairing)
+    interleaved = pairing == "interleaved"
+    if (
+        q.dtype == k.dtype
+        and _can_use_kernel(q, cos, sin)
+        and _can_use_kernel(k, cos, sin)
+        and _trusted(q.dtype, interleaved, False)
+    ):
+        if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad):
+            return _RotateQKFn.apply(q, k, cos, sin, interleaved)
+        return _kernel(q, cos, sin, interleaved, False), _kernel(k, cos, sin, interleaved, False)
+    return _apply(q, cos, sin, interleaved, False), _apply(k, cos, sin, interleaved, False)

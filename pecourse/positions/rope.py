@@ -327,15 +327,18 @@ class RoPE(PositionScheme):
             self.inv_freq, self.attention_factor = self.frequencies(longest)
         # Queries and keys at the same positions, and every layer of a model, rotate by one
         # table: with the fast backend it is built once and then found in its cache.
-        table, rotate = self.backend.cos_sin, self.backend.rotate_pairs
-        q_cos, q_sin = table(
-            q_positions, self.inv_freq, self.attention_factor, dtype=compute_dtype(q)
-        )
-        k_cos, k_sin = table(
-            k_positions, self.inv_freq, self.attention_factor, dtype=compute_dtype(k)
-        )
-        q = rotate(q, q_cos, q_sin, pairing=self.pairing)
-        return q, rotate(k, k_cos, k_sin, pairing=self.pairing)
+        backend, dtype = self.backend, compute_dtype(q)
+        cos, sin = backend.cos_sin(q_positions, self.inv_freq, self.attention_factor, dtype=dtype)
+        if k_positions is q_positions and compute_dtype(k) == dtype:  # self-attention
+            if backend.rotate_qk is not None:  # both in one call
+                return backend.rotate_qk(q, k, cos, sin, pairing=self.pairing)
+            k_cos, k_sin = cos, sin
+        else:
+            k_cos, k_sin = backend.cos_sin(
+                k_positions, self.inv_freq, self.attention_factor, dtype=compute_dtype(k)
+            )
+        q = backend.rotate_pairs(q, cos, sin, pairing=self.pairing)
+        return q, backend.rotate_pairs(k, k_cos, k_sin, pairing=self.pairing)
 
     def extra_repr(self) -> str:
         extra = "".join(f", {k}={v!r}" for k, v in self.scaling_kwargs.items())

@@ -139,11 +139,17 @@ class Rotary:
     :func:`rotate_pairs`. :data:`REFERENCE` is the readable code of this module;
     :data:`pecourse.kernels.FAST_ROPE` is a table cache plus a C kernel with the same numbers.
     A scheme built with ``backend=`` one of them never needs to know which it runs.
+
+    ``rotate_qk``, where a backend has one, is ``rotate_pairs`` of queries and keys by one
+    table in one call, ``rotate_qk(q, k, cos, sin, *, pairing) -> (q', k')``, with the same
+    numbers as two calls: self-attention rotates both at the same positions in every layer,
+    and for the small tensors of a training step the cost of a call is mostly its overhead.
     """
 
     cos_sin: Callable[..., tuple[Tensor, Tensor]]
     rotate_pairs: Callable[..., Tensor]
     name: str
+    rotate_qk: Callable[..., tuple[Tensor, Tensor]] | None = None
 
 
 #: The readable rotary core (this module): what every scheme uses unless told otherwise.

@@ -227,3 +227,59 @@ def test_reference_takes_a_shared_batch_row_like_rotate():
     want = rotate_pairs(x, cos[0], sin[0])
     assert torch.equal(rotate_pairs(x, cos, sin), want)
     assert torch.equal(rope_cpu.rotate(x, cos, sin), want)
+
+
+@pytest.mark.parametrize("dim", [16, 32, 64, 12])  # 8, 16, 32 pairs are spelled out in C
+@pytest.mark.parametrize("pairing", ["half", "interleaved"])
+@pytest.mark.parametrize("inverse", [False, True])
+def test_every_head_size_equals_the_reference(dim, pairing, inverse):
+    x = _randn(3, 5, 2, dim).transpose(1, 2)  # [batch, heads, seq, dim] as a strided view
+    cos, sin = _tables(torch.arange(40, 45), dim, torch.float32)
+    got = rope_cpu.rotate(x, cos, sin, pairing=pairing, inverse=inverse)
+    assert torch.equal(got, rotate_pairs(x, cos, sin, pairing=pairing, inverse=inverse))
+
+
+def test_a_transposed_view_keeps_its_layout_forwards_and_backwards():
+    """Queries viewed as [batch, heads, seq, dim] from a projection's [batch, seq, heads*dim]
+    output rotate into the same layout, and their gradient comes back in it: the views cost
+    no copy either way."""
+    base = _randn(2, 7, 3, 16).requires_grad_()
+    x = base.transpose(1, 2)
+    cos, sin = _tables(torch.arange(7), 16, torch.float32)
+    y = rope_cpu.rotate(x, cos, sin)
+    assert y.stride() == x.stride() and torch.equal(y, rotate_pairs(x, cos, sin))
+    g = _randn(2, 3, 7, 16, seed=2)
+    y.backward(g)
+    ref = base.detach().clone().requires_grad_()
+    rotate_pairs(ref.transpose(1, 2), cos, sin).backward(g)
+    assert torch.equal(base.grad, ref.grad)
+    # a view that is not dense (every other dimension) comes back contiguous
+    xs = _randn(2, 3, 7, 32)[..., ::2]
+    assert rope_cpu.rotate(xs, cos, sin).is_contiguous()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("pairing", ["half", "interleaved"])
+def test_rotate_qk_is_two_rotations(dtype, pairing):
+    """Queries and keys in one call (grouped-query: fewer key heads, partial rotary): the same
+    outputs and gradients as two calls of rotate, bit for bit; a gradient for only the input
+    that asks for one."""
+    q = _randn(2, 7, 4, 16, dtype=dtype).transpose(1, 2).requires_grad_()
+    k = _randn(2, 7, 2, 16, dtype=dtype, seed=1).transpose(1, 2).requires_grad_()
+    cos, sin = _tables(torch.arange(3, 10), 12, dtype)
+    gq, gk = _randn(2, 4, 7, 16, dtype=dtype, seed=2), _randn(2, 2, 7, 16, dtype=dtype, seed=3)
+    qr, kr = rope_cpu.rotate_qk(q, k, cos, sin, pairing=pairing)
+    torch.autograd.backward((qr, kr), (gq, gk))
+    q2, k2 = (t.detach().clone().requires_grad_() for t in (q, k))
+    want_q, want_k = (rope_cpu.rotate(t, cos, sin, pairing=pairing) for t in (q2, k2))
+    torch.autograd.backward((want_q, want_k), (gq, gk))
+    assert torch.equal(qr, want_q) and torch.equal(kr, want_k)
+    assert torch.equal(q.grad, q2.grad) and torch.equal(k.grad, k2.grad)
+    assert torch.equal(qr, rotate_pairs(q, cos, sin, pairing=pairing))
+    frozen = k.detach()
+    qr, kr = rope_cpu.rotate_qk(q, frozen, cos, sin, pairing=pairing)
+    q.grad = None
+    (qr.float().sum() + kr.float().sum()).backward()
+    assert q.grad is not None and frozen.grad is None
+    with pytest.raises(ValueError, match="seq"):
+        rope_cpu.rotate_qk(q, k[:, :, :5], cos, sin)

@@ -97,9 +97,16 @@ def test_rope_layers_share_tables_across_layers_and_calls():
     q, k = _x(2, 4, 12, 8), _x(2, 2, 12, 8, seed=1)
     pos = torch.arange(12)
     outs = [layer.rotate(q, k, pos, pos) for layer in layers]
-    assert TABLES.misses == 1 and TABLES.hits == 2 * 4 - 1  # q and k of every layer
+    # queries and keys at the same positions share one lookup: one per layer
+    assert TABLES.misses == 1 and TABLES.hits == 4 - 1
     for qr, kr in outs:
         assert torch.equal(qr, _uncached(q, pos)) and torch.equal(kr, _uncached(k, pos))
+    # keys at other positions (a cache offset) get their own table, still the right one
+    TABLES.clear()
+    k_pos = torch.arange(12) + 5
+    qr, kr = layers[0].rotate(q, k, pos, k_pos)
+    assert TABLES.misses == 2 and TABLES.hits == 0
+    assert torch.equal(qr, _uncached(q, pos)) and torch.equal(kr, _uncached(k, k_pos))
 
 
 def test_dynamic_scaling_is_never_served_a_stale_table():
