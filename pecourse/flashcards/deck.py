@@ -220,10 +220,3 @@ def validate_deck(cards: list[Flashcard] | None = None) -> list[str]:
     if len(cards) != DECK_SIZE and len({c.concept for c in cards}) == len(CONCEPTS):
         problems.append(f"the deck has {len(cards)} cards, expected {DECK_SIZE}")
     return problems
-
-
-def card_by_id(card_id: str) -> Flashcard:
-    for card in load_deck():
-        if card.id == card_id:
-            return card
-    raise KeyError(f"no flashcard with id {card_id!r}")

@@ -84,12 +84,6 @@ def written_value(text: str, *, sig: int | None = None) -> tuple[float, float]:
     return value * scale, unit / 2 * scale
 
 
-def matches(computed: float, text: str, *, sig: int | None = None, rel_tol: float = 1e-9) -> bool:
-    """True when ``computed`` rounds to the number written in ``text``."""
-    value, tol = written_value(text, sig=sig)
-    return abs(computed - value) <= tol + rel_tol * abs(value)
-
-
 # -- formulas --------------------------------------------------------------------------
 
 _FUNCS = {r"\ln": "log", r"\log": "log", r"\exp": "exp", r"\cos": "cos", r"\sin": "sin",

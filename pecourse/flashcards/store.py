@@ -23,7 +23,8 @@ import json
 import os
 import sqlite3
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -62,8 +63,6 @@ CREATE TABLE IF NOT EXISTS review_log (
 CREATE INDEX IF NOT EXISTS review_log_card ON review_log (card_id);
 CREATE INDEX IF NOT EXISTS card_state_due ON card_state (due);
 """
-
-Clock = Callable[[], datetime]
 
 
 class CorruptDatabaseWarning(UserWarning):
@@ -143,11 +142,31 @@ class ProgressStore:
         return f"ProgressStore({str(self.path)!r})"
 
     # -- connections -------------------------------------------------------------------
-    def _connect(self) -> sqlite3.Connection:
+    @contextmanager
+    def _connect(self) -> Iterator[sqlite3.Connection]:
+        """A connection of the block's own (autocommit: transactions are explicit), closed
+        when the block ends."""
         conn = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None)
-        conn.execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")
-        conn.execute("PRAGMA synchronous = FULL")
-        return conn
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")
+            conn.execute("PRAGMA synchronous = FULL")
+            yield conn
+        finally:
+            conn.close()
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        """One ``BEGIN IMMEDIATE`` transaction: committed when the block ends, rolled back
+        when it raises (a Ctrl-C included), so a write is whole or absent."""
+        with self._connect() as conn:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
 
     def _initialise(self) -> None:
         try:
@@ -161,8 +180,7 @@ class ProgressStore:
             self._create_schema()
 
     def _create_schema(self) -> None:
-        conn = self._connect()
-        try:
+        with self._connect() as conn:
             if self.path.exists() and self.path.stat().st_size > 0:
                 row = conn.execute("PRAGMA quick_check").fetchone()
                 if row is None or row[0] != "ok":
@@ -194,8 +212,6 @@ class ProgressStore:
                     f"{self.path} was written by a newer pecourse (schema {version}, "
                     f"this one reads {SCHEMA_VERSION}); upgrade pecourse"
                 )
-        finally:
-            conn.close()
 
     def _move_aside(self, exc: Exception) -> None:
         stamp = utc_now().strftime("%Y%m%dT%H%M%S%fZ")
@@ -217,29 +233,22 @@ class ProgressStore:
     # -- reading -----------------------------------------------------------------------
     def card_state(self, card_id: str) -> fsrs.Card | None:
         """The FSRS state of a card, or None if it was never reviewed."""
-        conn = self._connect()
-        try:
+        with self._connect() as conn:
             row = conn.execute(
                 "SELECT fsrs FROM card_state WHERE card_id = ?", (card_id,)
             ).fetchone()
-        finally:
-            conn.close()
         return fsrs.Card.from_dict(json.loads(row[0])) if row else None
 
     def states(self) -> dict[str, fsrs.Card]:
         """Every reviewed card's FSRS state, by slug."""
-        conn = self._connect()
-        try:
+        with self._connect() as conn:
             rows = conn.execute("SELECT card_id, fsrs FROM card_state").fetchall()
-        finally:
-            conn.close()
         return {cid: fsrs.Card.from_dict(json.loads(blob)) for cid, blob in rows}
 
     def reviews(self, card_id: str | None = None) -> list[dict[str, Any]]:
         """Review-log rows (oldest first), for one card or all."""
-        conn = self._connect()
-        conn.row_factory = sqlite3.Row
-        try:
+        with self._connect() as conn:
+            conn.row_factory = sqlite3.Row
             query = (
                 "SELECT id, card_id, rating, reviewed_at, duration_ms, due_after FROM review_log"
             )
@@ -248,8 +257,6 @@ class ProgressStore:
                 query += " WHERE card_id = ?"
                 args = (card_id,)
             rows = conn.execute(query + " ORDER BY id", args).fetchall()
-        finally:
-            conn.close()
         return [dict(r) for r in rows]
 
     def stats(self, card_ids: Iterable[str], now: datetime | None = None) -> Stats:
@@ -290,14 +297,11 @@ class ProgressStore:
         changes); :meth:`queue` and :meth:`stats` never include them.
         """
         deck = set(deck_ids)
-        conn = self._connect()
-        try:
+        with self._connect() as conn:
             rows = conn.execute(
                 "SELECT card_id, COUNT(*) FROM review_log GROUP BY card_id ORDER BY card_id"
             ).fetchall()
             states = {r[0] for r in conn.execute("SELECT card_id FROM card_state")}
-        finally:
-            conn.close()
         out = {cid: n for cid, n in rows if cid not in deck}
         out.update({cid: 0 for cid in states - deck - set(out)})
         return out
@@ -320,29 +324,19 @@ class ProgressStore:
         rating = to_rating(rating)
         now = check_utc(now or utc_now())
         scheduler = scheduler or make_scheduler()
-        conn = self._connect()
-        try:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                row = conn.execute(
-                    "SELECT fsrs, reps FROM card_state WHERE card_id = ?", (card_id,)
-                ).fetchone()
-                if row:
-                    card, reps = fsrs.Card.from_dict(json.loads(row[0])), row[1]
-                else:
-                    card, reps = fsrs.Card(card_id=fsrs_card_id(card_id), due=now), 0
-                card, log = scheduler.review_card(
-                    card, rating, review_datetime=now, review_duration=duration_ms
-                )
-                self._write_state(conn, card_id, card, reps + 1)
-                self._write_log(conn, card_id, card, log, now, duration_ms)
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
-        finally:
-            conn.close()
+        with self._write() as conn:
+            row = conn.execute(
+                "SELECT fsrs, reps FROM card_state WHERE card_id = ?", (card_id,)
+            ).fetchone()
+            if row:
+                card, reps = fsrs.Card.from_dict(json.loads(row[0])), row[1]
+            else:
+                card, reps = fsrs.Card(card_id=fsrs_card_id(card_id), due=now), 0
+            card, log = scheduler.review_card(
+                card, rating, review_datetime=now, review_duration=duration_ms
+            )
+            self._write_state(conn, card_id, card, reps + 1)
+            self._write_log(conn, card_id, card, log, now, duration_ms)
         return card
 
     def _write_state(self, conn, card_id: str, card: fsrs.Card, reps: int) -> None:
@@ -377,27 +371,17 @@ class ProgressStore:
 
     def reset(self, card_ids: Iterable[str] | None = None) -> int:
         """Forget progress (all of it, or for these cards); returns the states removed."""
-        conn = self._connect()
-        try:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                if card_ids is None:
-                    removed = conn.execute("DELETE FROM card_state").rowcount
-                    conn.execute("DELETE FROM review_log")
-                else:
-                    removed = 0
-                    for cid in card_ids:
-                        removed += conn.execute(
-                            "DELETE FROM card_state WHERE card_id = ?", (cid,)
-                        ).rowcount
-                        conn.execute("DELETE FROM review_log WHERE card_id = ?", (cid,))
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
-        finally:
-            conn.close()
+        with self._write() as conn:
+            if card_ids is None:
+                removed = conn.execute("DELETE FROM card_state").rowcount
+                conn.execute("DELETE FROM review_log")
+            else:
+                removed = 0
+                for cid in card_ids:
+                    removed += conn.execute(
+                        "DELETE FROM card_state WHERE card_id = ?", (cid,)
+                    ).rowcount
+                    conn.execute("DELETE FROM review_log WHERE card_id = ?", (cid,))
         return removed
 
     def export_progress(self, deck_ids: Iterable[str] | None = None) -> dict[str, Any]:
@@ -407,8 +391,7 @@ class ProgressStore:
         (reviewed once, no longer in the deck).
         """
         deck = None if deck_ids is None else set(deck_ids)
-        conn = self._connect()
-        try:
+        with self._connect() as conn:
             conn.execute("BEGIN")  # one consistent snapshot of both tables
             states = conn.execute(
                 "SELECT card_id, reps, fsrs FROM card_state ORDER BY card_id"
@@ -418,8 +401,6 @@ class ProgressStore:
                 "ORDER BY id"
             ).fetchall()
             conn.execute("COMMIT")
-        finally:
-            conn.close()
         return {
             "format": "pecourse-flashcards-progress",
             "schema_version": SCHEMA_VERSION,
@@ -451,8 +432,7 @@ class ProgressStore:
 
     def check_consistency(self) -> list[str]:
         """Problems found (integrity, and each state's reps equal to its log rows)."""
-        conn = self._connect()
-        try:
+        with self._connect() as conn:
             problems = [r[0] for r in conn.execute("PRAGMA integrity_check") if r[0] != "ok"]
             rows = conn.execute(
                 "SELECT s.card_id, s.reps, (SELECT COUNT(*) FROM review_log l "
@@ -467,6 +447,4 @@ class ProgressStore:
             ).fetchone()[0]
             if orphans:
                 problems.append(f"{orphans} log rows without a card state")
-        finally:
-            conn.close()
         return problems

@@ -31,7 +31,6 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 
 import torch
-from torch import Tensor
 
 __all__ = ["CompiledPathWarning", "Check", "trusted", "status", "forget", "tolerance"]
 
@@ -147,10 +146,3 @@ def forget(path: str | None = None) -> None:
     with _LOCK:
         for k in [k for k in _CHECKS if path is None or k[0] == path]:
             del _CHECKS[k]
-
-
-def same_inputs_probe(
-    compiled: Callable[..., Tensor], reference: Callable[..., Tensor], *inputs: Tensor
-) -> Callable[[], tuple[Tensor, Tensor]]:
-    """A probe that runs both sides on ``inputs``."""
-    return lambda: (compiled(*inputs), reference(*inputs))
