@@ -10,16 +10,10 @@ import json
 import math
 import re
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 
 #: Words per minute used for reading times (a typical rate for technical prose).
 WORDS_PER_MINUTE = 230
-
-#: The folder the package is imported from (the checkout in an editable install, otherwise
-#: site-packages): the grader puts it on its sandbox's path and protects it. The checkout's
-#: folders are found with :func:`checkout`, not from here.
-REPO_ROOT = Path(str(resources.files("pecourse"))).resolve().parent
 
 
 class NotACheckoutError(FileNotFoundError):

@@ -93,14 +93,15 @@ import threading
 import time
 import unicodedata
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager, nullcontext, suppress
 from dataclasses import asdict, astuple, dataclass, replace
 from functools import partial
+from importlib import resources
 from pathlib import Path
 
 import nbformat
 
-from ..course import REPO_ROOT
+from ..course import NotACheckoutError, checkout
 from .notebook import (
     GradedNotebook,
     Part,
@@ -302,8 +303,9 @@ def _child_env() -> dict[str, str]:
         for k, v in os.environ.items()
         if k in _SERVER_ENV or k.startswith(_SERVER_ENV_PREFIXES)
     }
-    path = [str(REPO_ROOT)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])
-    env.update(PYTHONPATH=os.pathsep.join(path), MPLBACKEND="Agg", PYTHONHASHSEED="0")
+    # the server imports the package from where this process does (a checkout or site-packages)
+    path = [os.path.dirname(str(resources.files("pecourse"))), env.get("PYTHONPATH", "")]
+    env.update(PYTHONPATH=os.pathsep.join(filter(None, path)), MPLBACKEND="Agg", PYTHONHASHSEED="0")
     env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", MALLOC_ARENA_MAX="2")
     return {**env, "PYTHONDONTWRITEBYTECODE": "1"}
 
@@ -419,10 +421,8 @@ class ForkServer:
 
     def close(self) -> None:
         proc = self.proc
-        try:
+        with suppress(OSError):
             proc.stdin.close()
-        except OSError:
-            pass
         try:
             proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
@@ -505,12 +505,11 @@ def _run(
 
 def _run_retrying(graded, limits, server, exercise, text, allow_reference):
     """:func:`_run`; if the server died under the job, once more on a server of its own."""
-    records, stopped = _run(graded, limits, server, f"{exercise}.ipynb", text, allow_reference)
+    job = (f"{exercise}.ipynb", text, allow_reference)
+    records, stopped = _run(graded, limits, server, *job)
     if stopped == SERVER_DIED:
         with grading_server(server.isolation, server.protected) as private:
-            records, stopped = _run(
-                graded, limits, private, f"{exercise}.ipynb", text, allow_reference
-            )
+            records, stopped = _run(graded, limits, private, *job)
     return records, stopped
 
 
@@ -600,7 +599,7 @@ def grade_submission(
         return _zero_rows(student, exercise, graded_parts, f"not a valid notebook ({why})", label)
 
     own = server is None  # a server for this call only
-    with grading_server(isolation, _protected_defaults()) if own else nullcontext(server) as used:
+    with grading_server(isolation, []) if own else nullcontext(server) as used:
         records, stopped = _run_retrying(graded, limits, used, exercise, text, allow_reference)
     label = used.isolation_label
     policy = {} if allow_reference else _policy_parts(graded)
@@ -654,11 +653,12 @@ def grade_submission(
 
 
 def _protected_defaults() -> list[str]:
-    """The course repository and its solutions; nothing where the package was installed
-    without one (``REPO_ROOT`` is then site-packages, which the sandbox needs)."""
-    if not (REPO_ROOT / "pyproject.toml").is_file():
-        return []
-    return [str(REPO_ROOT), str(REPO_ROOT / "solutions")]
+    """The checkout that holds the package (an editable install: on the sandbox's path) and
+    its solutions; nothing for a package installed outside one (site-packages, needed)."""
+    with suppress(NotACheckoutError):
+        root = checkout(str(resources.files("pecourse")))
+        return [str(root), str(root / "solutions")]
+    return []
 
 
 def scan_class(
@@ -790,7 +790,7 @@ def grade_class(
                 student, name, source_nbs[name], None, limits, missing_note=note
             )
     if work:  # the progress bar counts notebooks to run, not folders
-        protected = list(protected) + _protected_defaults() + [str(submissions_dir)]
+        protected = [*protected, str(submissions_dir)]
         if source_dir is not None:
             protected.append(str(source_dir))
         with grading_server(isolation, protected) as server:
