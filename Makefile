@@ -85,13 +85,12 @@ exercises: setup
 
 # Retrain every shipped checkpoint, then rewrite every recording from them.
 checkpoints: setup
-	$(BIN)/python -m pecourse.lab.experiments retrain
+	$(BIN)/python -m pecourse.lab.train --all
 	$(MAKE) results
 
 # Rewrite every recording in pecourse/lab/results from the shipped checkpoints under the protocol
-# of pecourse.lab.evaluate: the experiments (about 20 CPU minutes), the studies and the base-crossing
-# run of chapter 16. Every study trains the (recipe, seed) pairs it needs once, into
-# build/results-log/weights/, which the studies share; the recordings' cpu_seconds sum to about
+# of pecourse.lab.evaluate: the studies and the base-crossing run of chapter 16. Every study
+# trains the (recipe, seed) pairs it needs once, into build/results-log/weights/, which the studies share; the recordings' cpu_seconds sum to about
 # 2.7 CPU-hours (the largest: needle_seeds 23 min, cope_selective_copy 17, retrieval_seeds,
 # extension_seeds and embedding_setup 14 each), plus about 35 minutes for rope_long's seeds 1
 # and 2, which context_use trains. Everything runs on one thread: about 3.5 hours.
@@ -99,14 +98,13 @@ checkpoints: setup
 # own total and the total of all; an interrupted run resumes from build/results-log/.
 # A test compares each recording's checkpoint hashes with the shipped files.
 results: setup
-	$(BIN)/python -m pecourse.lab.experiments run --save
 	$(BIN)/python -m pecourse.lab.studies run $(STUDIES) --log-dir build/results-log
 	$(BIN)/python -m pecourse.lab.base_crossing
 
 STUDIES := cope_counting text_extrapolation imposed_windows windowed_passkey grid_width_transfer \
 	cope_selective_copy nope_anchor counting_length_generalisation extrapolation_seeds \
 	retrieval_seeds augmentation_seeds extension_seeds needle_seeds sliding_seeds context_use \
-	extension_controls embedding_setup
+	extension_controls embedding_setup loss_by_position position_shift rope_base scaling_mistakes
 
 # The course as a static website in build/book/ (open build/book/index.html; it works from
 # file:// with no network). Renders the committed notebooks as they are, never re-executes

@@ -609,10 +609,9 @@ def test_extension_seeds_recording_recomputes():
 # --- needle_seeds -----------------------------------------------------------------------------
 
 
-def test_needle_seeds_measures_what_the_experiments_measure(monkeypatch):
-    """A stand-in for training (the shipped weights) makes the study's cells the experiments'
+def test_needle_seeds_measures_what_the_evaluation_measures(monkeypatch):
+    """A stand-in for training (the shipped weights) makes the study's cells the evaluation's
     cells at the same sample count; non-passkey recipes are refused."""
-    from pecourse.lab import experiments
 
     def fresh_copy(model_kwargs, train_kwargs):  # the shipped weights, as training returns them:
         from pecourse.lab.model import TinyGPT  # a model without a checkpoint record
@@ -628,9 +627,9 @@ def test_needle_seeds_measures_what_the_experiments_measure(monkeypatch):
     out = studies.needle_seeds(seeds=(1,), models=("t5_passkey",), **kw)
     run = out["rows"][0]
     model = load_checkpoint("t5_passkey")
-    assert run["grid"] == experiments.needle_grid_cells(model, (64, 128), (16, 96), samples=8)
+    assert run["grid"] == evaluate.needle_grid(model, (64, 128), (16, 96), key_len=2, samples=8)
     assert set(run["grid"]["64"]) == {"16"}  # 96 does not fit in 64
-    cells = experiments.multikey_cells(model, (1, 2), (16,), samples=8)
+    cells = evaluate.multikey_cells(model, (1, 2), (16,), samples=8)
     assert {k: run[k] for k in cells} == cells
     assert out["summary"]["t5_passkey"]["accuracy"]["2"]["16"]["per_seed"] == [
         run["accuracy"]["2"]["16"]["accuracy"]
@@ -720,12 +719,10 @@ def test_sliding_seeds_recording():
 
 def test_make_results_reruns_every_recording():
     """`make results` must rewrite every recording: each study is in the Makefile's STUDIES
-    list, and every file in pecourse/lab/results comes from an experiment, a study or the
-    base-crossing run."""
+    list, and every file in pecourse/lab/results comes from a study or the base-crossing run."""
     import re
     from pathlib import Path
 
-    from pecourse.lab import experiments
     from pecourse.lab.results import recordings
 
     makefile = (Path(__file__).resolve().parents[1] / "Makefile").read_text()
@@ -733,7 +730,7 @@ def test_make_results_reruns_every_recording():
         re.search(r"STUDIES := (.*?)\n\n", makefile, re.S).group(1).replace("\\", " ").split()
     )
     assert listed == set(studies.STUDIES)
-    made = set(experiments.EXPERIMENTS) | listed | {"rope_base_crossing"}
+    made = listed | {"rope_base_crossing"}
     assert set(recordings()) <= made, set(recordings()) - made
 
 

@@ -63,6 +63,8 @@ __all__ = [
     "multikey_length",
     "multikey_outcomes",
     "multikey_ranks",
+    "needle_grid",
+    "multikey_cells",
     "retrieval",
     "effective_length_interval",
     "validation_loss",
@@ -496,6 +498,40 @@ def multikey_ranks(
             "first": (cues * (n - index)).argmax(1) == target,
             "nearest": (cues * index).argmax(1) == target,
         }
+    return out
+
+
+def needle_grid(
+    model, lengths, distances, *, key_len: int, samples: int = RETRIEVAL_SAMPLES
+) -> dict:
+    """Passkey accuracy on a grid of sequence length × needle distance, the needle-in-a-haystack
+    picture (Kamradt 2023) with depth read as ``1 - distance / length``: ``{length: {distance:
+    cell}}``, each distance at the lengths where the needle fits (``distance + key_len + 2 <=
+    length``). The question comes last, so at a fixed distance a longer sequence adds text
+    before the needle only."""
+    grid = {}
+    for n in lengths:
+        fits = [d for d in distances if d + key_len + 2 <= n]
+        outcomes = needle_outcomes(model, fits, length=n, samples=samples, key_len=key_len)
+        grid[str(n)] = {str(d): cell for d, cell in retrieval(outcomes).items()}
+    return grid
+
+
+def multikey_cells(model, keys, distances, *, samples: int = RETRIEVAL_SAMPLES) -> dict:
+    """Retrieval among ``keys`` needles (after RULER's multi-key task, Hsieh et al. 2024,
+    arXiv:2404.06654): ``{"accuracy", "when_first", "when_nearest"}``, each ``{keys: {distance:
+    cell}}`` over all sequences, and over those whose target is the earliest needle / the one
+    nearest the query (``None`` where no sequence has the target there)."""
+    out = {"accuracy": {}, "when_first": {}, "when_nearest": {}}
+    for k in keys:
+        ok = multikey_outcomes(model, distances, keys=k, samples=samples)
+        ranks = multikey_ranks(distances, keys=k, samples=samples)
+        out["accuracy"][str(k)] = {str(d): c for d, c in retrieval(ok).items()}
+        for rank in ("first", "nearest"):
+            out["when_" + rank][str(k)] = {
+                str(d): retrieval({d: ok[d][ranks[d][rank]]})[d] if ranks[d][rank].any() else None
+                for d in distances
+            }
     return out
 
 

@@ -1,9 +1,9 @@
-r"""Seeded studies behind chapters 03, 04, 05, 10, 11, 13, 14, 15 and 16: small models trained from scratch, several
-seeds, every number with its interval.
+r"""Every measurement the chapters read: small models at three training seeds, every number with
+its interval.
 
-The shipped checkpoints (:mod:`pecourse.lab.train`) are one seed each. The studies here retrain
-the models a chapter draws a conclusion from, with several seeds, and evaluate them on
-fixed held-out sets. Each study returns a JSON-serialisable dict (a *recording*) with
+The shipped checkpoints (:mod:`pecourse.lab.train`) are seed 0 of their recipes. Each study
+trains seeds 1 and 2 of the models a chapter draws a conclusion from (once, into a folder the
+studies share) and evaluates all three on fixed held-out sets. Each study returns a JSON-serialisable dict (a *recording*) with
 
 * ``protocol`` — everything needed to rerun it: model sizes, training options, evaluation
   lengths and sample counts, the interval method;
@@ -53,6 +53,20 @@ recording to ``pecourse/lab/results/<name>.json``; :func:`load` reads it back.
 :func:`extension_seeds`                   chapters 13 and 14: training-free scalings, the
                                           PI and YaRN fine-tunes and PoSE as published,
                                           each continued from its own seed's base
+:func:`extension_controls`               chapters 13 and 14: the same fine-tunes with no
+                                          scaling, and PI without PoSE's skipped ids
+:func:`embedding_setup`                   chapters 06, 09, 12: every scheme under the
+                                          sinusoidal model's embedding setup
+:func:`context_use`                       chapters 04, 12, 14: how much context each text
+                                          regime's models use
+:func:`loss_by_position`                  chapters 04, 08, 09, 12: loss at each position of
+                                          256-character windows, by band
+:func:`position_shift`                    chapters 07 and 08: every position id shifted,
+                                          the loss paired with the unshifted
+:func:`rope_base`                         chapter 16: base 100 against 10,000 on text,
+                                          beside Men et al.'s bound
+:func:`scaling_mistakes`                  chapter 14: YaRN's temperature never or twice,
+                                          and a stale dynamic-NTK table
 ========================================  ==================================================
 
 Most studies are declared as data (:class:`Study`: recipes × seeds × one measurement) and
@@ -91,9 +105,12 @@ from .evaluate import (
     context_losses,
     context_used,
     effective_length_interval,
+    multikey_cells,
+    needle_grid,
     needle_outcomes,
     perplexity_interval,
     retrieval,
+    scale_rope,
     wilson_interval,
     window_losses,
 )
@@ -843,6 +860,121 @@ context_use = Study(
 )
 
 
+def _by_position(s: dict):
+    cuts = [0, *s["cuts"], s["length"]]
+    if cuts != sorted(set(cuts)):
+        raise ValueError(
+            f"cuts must rise strictly inside (0, length={s['length']}), got {s['cuts']}"
+        )
+    bands = list(zip(cuts[:-1], cuts[1:]))
+
+    def measure(model, name):
+        losses = window_losses(model, s["length"], tokens=s["tokens"])
+        return {
+            "curve": [round(v, 4) for v in losses.mean(0).tolist()],
+            "bands": band_losses(losses, bands),
+            "windows": losses.shape[0],
+        }
+
+    return measure
+
+
+loss_by_position = Study(
+    "loss_by_position",
+    r"""Where in a long window each text model breaks (chapters 04, 08, 09, 12), at three seeds.
+
+    Every model was trained on 64-character windows (800 steps; seed 0 the shipped checkpoint)
+    and reads the same ``tokens`` validation characters in non-overlapping windows of
+    ``length``: the mean loss at each position (``curve``) and the mean of each band of
+    positions between ``cuts`` with a bootstrap interval over windows (``bands``). Positions
+    from 64 on are new to every model.""",
+    ("sinusoidal", "rope", "t5", "alibi", "nope"),
+    _by_position,
+    {"length": 256, "tokens": 65536, "cuts": (64, 128)},
+    {"mode": "nonoverlapping", **_TEXT},
+)
+
+
+def _shifted(s: dict):
+    def measure(model, name):
+        n, out = s["length"], {"loss": {}, "paired": {}}
+        base = None
+        for shift in (0, *s["shifts"]):
+            losses = window_losses(model, n, tokens=s["tokens"], positions=torch.arange(n) + shift)
+            base = losses if base is None else base
+            out["loss"][str(shift)] = band_losses(losses, [(0, n)])[f"0-{n}"]
+            change = losses - base  # the same characters, scored at two sets of positions
+            lo, hi = bootstrap_interval(change.mean(1))
+            out["paired"][str(shift)] = {
+                "difference": float(change.mean()),
+                "ci95": [lo, hi],
+                "max_abs": float(change.abs().max()),
+            }
+        return out
+
+    return measure
+
+
+position_shift = Study(
+    "position_shift",
+    r"""RoPE's relative property in trained models (chapters 07 and 08), at three seeds.
+
+    Every window of ``length`` is scored with position ids ``shift .. shift + length - 1``
+    instead of ``0 .. length - 1``. RoPE's scores depend on ``i - j`` only (Su et al. 2021,
+    arXiv:2104.09864, eq. 16), so a shift changes its loss by float rounding alone; a
+    sinusoidal model meets position vectors it never saw. The same characters at every shift,
+    so the change is paired: per window, with a bootstrap interval over windows, and the
+    largest change of any one character's loss (``max_abs``, nats, unrounded).""",
+    ("rope", "sinusoidal"),
+    _shifted,
+    {"length": 64, "tokens": 65536, "shifts": (100, 1_000, 10_000)},
+    {
+        "mode": "nonoverlapping",
+        **_TEXT,
+        "positions": "shift .. shift + length - 1 in every window; shift 0 is the reference",
+        "paired_interval": "95% percentile bootstrap over windows of the per-window mean difference",
+    },
+)
+
+
+def _base_text(s: dict):
+    def measure(model, name):
+        n = model.config.train_len
+        return {
+            "base": model.blocks[0].attn.scheme.base,
+            str(n): perplexity_interval(window_losses(model, n, tokens=s["tokens"])),
+            **_context_of(model, name, s),
+        }
+
+    return measure
+
+
+def _base_bound(recording: dict, s: dict) -> dict:
+    """Men et al.'s smallest base for the models' head size and training length."""
+    from ..derivations import rope_base_lower_bound
+
+    m = recording["protocol"]["model"]
+    bound = rope_base_lower_bound(m["train_len"], m["d_model"] // m["n_heads"])
+    return {"bound": round(bound, 1)}
+
+
+rope_base = Study(
+    "rope_base",
+    r"""A base below Men et al.'s bound against one above it, on text (chapter 16), three seeds.
+
+    ``rope_base_low`` (base 100) and ``rope`` (base 10,000), both 800 steps on 64-character
+    windows (seed 0 the shipped checkpoints): perplexity at the training length on the same
+    validation characters with a bootstrap interval, and the context each uses. ``bound`` is
+    the smallest base whose ``B_m`` stays non-negative up to the training length for the
+    models' head size (Men et al. 2024, arXiv:2405.14591). The passkey half of the chapter is
+    :data:`retrieval_seeds` (``short``).""",
+    ("rope_base_low", "rope"),
+    _base_text,
+    {"tokens": 65536},
+    {"mode": "nonoverlapping, at the training length", **_TEXT, "context_used": _CONTEXT},
+    read=_base_bound,
+)
+
 #: Needle distances of chapter 04 (sequences of distance + key + 8 characters) and of
 #: chapter 16 (inside the 64-character training window).
 RETRIEVAL_DISTANCES = (8, 16, 32, 48, 96, 192, 384)
@@ -925,10 +1057,8 @@ augmentation_seeds = Study(
 
 def _needles(s: dict):
     def measure(model, name):
-        from .experiments import multikey_cells, needle_grid_cells
-
         key_len = recipe(name)["train"]["task_options"]["key_len"]
-        grid = needle_grid_cells(
+        grid = needle_grid(
             model, s["lengths"], s["distances"], key_len=key_len, samples=s["samples"]
         )
         keys, distances = s["keys"], s["multikey_distances"]
@@ -1250,9 +1380,28 @@ nope_anchor = Study(
 
 # --- chapters 13 and 14: extending the context of a RoPE model ---------------------------------
 
-#: Training-free scalings of chapter 14 at the study's factor (YaRN with the betas of a 16-dim
-#: head, as :data:`pecourse.lab.experiments.YARN_BETAS`).
+#: Training-free scalings of chapter 14 at the study's factor.
 EXTENSION_SCALINGS = ("none", "PI", "NTK", "YaRN", "dynamic NTK")
+#: YaRN's ramp for a 16-dimensional head trained at 64 (chapter 14 shows which pairs it moves).
+YARN_BETAS = {"beta_fast": 8.0, "beta_slow": 1.0}
+
+
+def _bands(train_len: int, extended: int, top: int) -> list[tuple[int, int]]:
+    """Position bands of a window of ``top``: before the training length, up to the extended
+    window, beyond it (the ones that fit)."""
+    cuts = sorted({0, min(train_len, top), min(extended, top), top})
+    return list(zip(cuts[:-1], cuts[1:]))
+
+
+def _scaled_variants(base, factor: float) -> dict:
+    """``base`` under each of :data:`EXTENSION_SCALINGS`, without training."""
+    return {
+        "none": base,
+        "PI": scale_rope(base, "linear", factor),
+        "NTK": scale_rope(base, "ntk", factor),
+        "YaRN": scale_rope(base, "yarn", factor, **YARN_BETAS),
+        "dynamic NTK": scale_rope(base, "dynamic", factor),
+    }
 
 
 def _extension(s: dict):
@@ -1260,8 +1409,6 @@ def _extension(s: dict):
     ``lengths`` (non-overlapping, and sliding with stride ``L/4``) and its loss by band at the
     longest; a passkey model's accuracy by needle distance; a base model (no ``init_from``)
     under each training-free scaling as well."""
-    from .experiments import _bands, _scaled_variants
-
     train_len = recipe("rope")["model"]["train_len"]
     top = max(s["lengths"])
     bands = _bands(train_len, int(round(s["factor"] * train_len)), top)
@@ -1326,8 +1473,6 @@ def _by_label(runs, models, s) -> dict:
 
 def _extension_protocol(recording: dict, s: dict) -> dict:
     """The extended window and YaRN's betas, which the chapters read from the protocol."""
-    from .experiments import YARN_BETAS
-
     train_len = recipe("rope")["model"]["train_len"]
     extended = int(round(s["factor"] * train_len))
     return {"protocol": {**recording["protocol"], "extended_window": extended, "yarn": YARN_BETAS}}
@@ -1400,6 +1545,61 @@ extension_controls = Study(
 )
 
 
+def _mistakes(s: dict):
+    from ..positions.rope_scaling import yarn_mscale
+
+    def measure(model, name):
+        factor, n = s["factor"], model.config.train_len
+        extended, top = int(round(factor * n)), s["longest"]
+        # YaRN's temperature applied never or twice instead of once: the paired change in loss
+        once = yarn_mscale(factor)
+        right, temperature = {}, {}
+        for label, a in (("once", once), ("never", 1.0), ("twice", once**2)):
+            entry = {"applied": label, "attention_factor": round(a, 6)}
+            scaled = scale_rope(model, "yarn", factor, attention_factor=a, **YARN_BETAS)
+            for length in (extended, top):
+                losses = window_losses(scaled, length, tokens=s["tokens"])
+                right.setdefault(length, losses)
+                diff = (losses - right[length]).mean(1)
+                lo, hi = bootstrap_interval(diff)
+                entry[str(length)] = perplexity_interval(losses) | {
+                    "loss_minus_once": {
+                        "mean": round(float(diff.mean()), 5),
+                        "ci95": [round(lo, 5), round(hi, 5)],
+                    }
+                }
+            temperature[label] = entry
+        # a stale dynamic-NTK table: after an input of the longest length, a window of the
+        # training length keeps the effective factor factor * top / train_len - (factor - 1)
+        stale = factor * top / n - (factor - 1)
+        losses = window_losses(scale_rope(model, "ntk", stale), n, tokens=s["tokens"])
+        return {
+            "temperature": [temperature[k] for k in ("never", "once", "twice")],
+            "stale_dynamic": {"effective_factor": stale, str(n): perplexity_interval(losses)},
+        }
+
+    return measure
+
+
+scaling_mistakes = Study(
+    "scaling_mistakes",
+    r"""Two ways to get RoPE scaling wrong, measured on the text model ``rope`` at three seeds
+    (chapter 14): YaRN's attention temperature applied never or twice instead of once, at the
+    extended window (``factor × 64``) and the longest length, with the paired change in mean
+    loss against the correct model (the same windows); and a stale dynamic-NTK table, which
+    after an input of the longest length runs a window of the training length at the factor
+    that length set.""",
+    ("rope",),
+    _mistakes,
+    {"factor": 4.0, "longest": 512, "tokens": 65536},
+    {
+        "mode": "nonoverlapping",
+        **_TEXT,
+        "yarn": YARN_BETAS,
+        "paired_interval": "95% percentile bootstrap over windows of the per-window mean difference",
+    },
+)
+
 # --- recordings -------------------------------------------------------------------------------
 
 #: Study name -> function.
@@ -1421,6 +1621,10 @@ STUDIES = {
     "context_use": context_use,
     "extension_controls": extension_controls,
     "embedding_setup": embedding_setup,
+    "loss_by_position": loss_by_position,
+    "position_shift": position_shift,
+    "rope_base": rope_base,
+    "scaling_mistakes": scaling_mistakes,
 }
 
 

@@ -17,7 +17,7 @@ One function, :func:`train`, does everything the course's checkpoints need:
 
 A checkpoint is a ``.safetensors`` file plus a ``.json`` with the config, the training
 options, the loss curve and the final metrics. :data:`RECIPES` lists the shipped
-checkpoints; ``pecourse train --all`` (or ``python -m pecourse.lab.experiments retrain``)
+checkpoints; ``pecourse train --all`` (or ``python -m pecourse.lab.train --all``)
 rebuilds every one of them from scratch.
 """
 
@@ -451,7 +451,7 @@ RECIPES: dict[str, dict] = {
         **_FINETUNE,
         batch_size=4,
     ),
-    # The same with YaRN (Peng et al. 2023); betas for a 16-dim head (see experiments).
+    # The same with YaRN (Peng et al. 2023); betas for a 16-dim head (studies.YARN_BETAS).
     "rope_yarn_finetune": _recipe(
         "rope",
         {

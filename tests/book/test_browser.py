@@ -128,10 +128,10 @@ def test_chapters_08_and_14_read_on_a_laptop_screen(tmp_path):
         first = browser.page.locator("ul.search li a").first.get_attribute("href")
         assert first == "notebooks/14_rope_scaling.html#position-interpolation-pi", first
         # Its recording's page shows the rows as a table (and the JSON under it).
-        recording = "source/pecourse/lab/results/rope_scaling.json.html"
+        recording = "source/pecourse/lab/results/extension_seeds.json.html"
         report = browser.check(result.out / recording, check.PageReport(recording))
         assert report.problems == [] and browser.page.locator("table.pc-results").count() >= 1
-        assert browser.page.locator("a.download", has_text="rope_scaling.json").count() == 1
+        assert browser.page.locator("a.download", has_text="extension_seeds.json").count() == 1
         assert check._dark_mode(browser.page) == ""
         # the start page shows no output of the machine the notebooks were executed on
         start = (result.out / "notebooks" / "00_start_here.html").read_text(encoding="utf-8")

@@ -5,28 +5,19 @@ import pytest
 import torch
 
 from pecourse.lab import evaluate as ev
-from pecourse.lab import experiments as ex
-from pecourse.lab.model import checkpoint_sha256, list_checkpoints, load_checkpoint
+from pecourse.lab import studies
+from pecourse.lab.model import (
+    checkpoint_info,
+    checkpoint_sha256,
+    list_checkpoints,
+    load_checkpoint,
+)
 from pecourse.lab.results import made_with_this_torch, order, recorded, recordings
 
 #: Recordings measured (at least partly) on shipped checkpoints: they must name them.
-FROM_CHECKPOINTS = {
-    *ex.EXPERIMENTS,
-    "cope_counting",
-    "text_extrapolation",
-    "imposed_windows",
-    "windowed_passkey",
-    "nope_anchor",
-    "counting_length_generalisation",
-    "extrapolation_seeds",
-    "retrieval_seeds",
-    "augmentation_seeds",
-    "extension_seeds",
-    "needle_seeds",
-    "sliding_seeds",
-    "extension_controls",
-    "context_use",
-}
+#: Every study but one reads seed 0 from the shipped checkpoints (grid_width_transfer trains
+#: its own one-layer models).
+FROM_CHECKPOINTS = set(studies.STUDIES) - {"grid_width_transfer"}
 
 
 def test_every_recording_names_the_checkpoints_it_came_from():
@@ -47,13 +38,15 @@ def test_every_recording_names_the_checkpoints_it_came_from():
             )
 
 
-def test_experiment_recordings_carry_the_protocol():
-    for name in ex.EXPERIMENTS:
-        rec = recorded(name)
-        assert rec["eval_tokens"] >= 65536, name
-        assert rec["protocol"]["eval_tokens"] == rec["eval_tokens"]
-        assert rec["protocol"]["retrieval_samples"] >= 256, name
-        assert "bootstrap" in rec["protocol"]["perplexity_interval"]
+def test_text_recordings_score_the_whole_protocol():
+    """Every study that scores text reads the protocol's 65,536 validation characters; every one
+    that asks for needles asks 256 per cell."""
+    for name in FROM_CHECKPOINTS:
+        settings = recorded(name)["protocol"]
+        if "tokens" in settings:
+            assert settings["tokens"] >= ev.EVAL_TOKENS, name
+        if "samples" in settings:
+            assert settings["samples"] >= ev.RETRIEVAL_SAMPLES, name
 
 
 def _inside(fresh: dict, kept: dict, key="perplexity", *, record: dict):
@@ -74,20 +67,23 @@ def _key_len(model) -> int:
     return model.checkpoint["train"]["task_options"]["key_len"]
 
 
-def _extrapolation():
-    rec = recorded("extrapolation")
-    rows = {r["model"]: r for r in rec["rows"]}
+def _seed0(rec: dict, model: str) -> dict:
+    """A study's row of ``model`` at seed 0: the shipped checkpoint."""
+    return next(r for r in rec["rows"] if r["model"] == model and r["seed"] == 0)
+
+
+def _extrapolation_seeds():
+    rec = recorded("extrapolation_seeds")
     fresh = ev.perplexity_interval(ev.window_losses(load_checkpoint("sinusoidal"), 128))
-    _inside(fresh, rows["sinusoidal"]["128"], record=rec)
+    _inside(fresh, _seed0(rec, "sinusoidal")["128"], record=rec)
 
 
 def _loss_by_position():
     rec = recorded("loss_by_position")
-    rows = {r["model"]: r for r in rec["rows"]}
     losses = ev.window_losses(load_checkpoint("rope"), 256)
     _inside(
         ev.band_losses(losses, [(128, 256)])["128-256"],
-        rows["rope"]["bands"]["128-256"],
+        _seed0(rec, "rope")["bands"]["128-256"],
         "loss",
         record=rec,
     )
@@ -96,72 +92,54 @@ def _loss_by_position():
 def _position_shift():
     # the sinusoidal model with every id shifted by 1,000: the paired change of its loss
     rec = recorded("position_shift")
-    rows = {r["model"]: r for r in rec["rows"]}
     model = load_checkpoint("sinusoidal")
     base = ev.window_losses(model, 64)
     change = ev.window_losses(model, 64, positions=torch.arange(64) + 1000) - base
     lo, hi = ev.bootstrap_interval(change.mean(1))
     fresh = {"difference": float(change.mean()), "ci95": [lo, hi]}
-    _inside(fresh, rows["sinusoidal"]["paired"]["1000"], "difference", record=rec)
+    _inside(fresh, _seed0(rec, "sinusoidal")["paired"]["1000"], "difference", record=rec)
 
 
-def _effective_context():
-    rec = recorded("effective_context")
-    rows = {r["model"]: r for r in rec["rows"]}
+def _sliding_seeds():
+    rec = recorded("sliding_seeds")
+    fresh = ev.perplexity_interval(ev.window_losses(load_checkpoint("t5"), 256, mode="sliding"))
+    _inside(fresh, _seed0(rec, "t5")["sliding"]["256"], record=rec)
+
+
+def _retrieval_seeds():
+    rec = recorded("retrieval_seeds")
     model = load_checkpoint("rope_passkey")
     out = ev.needle_outcomes(model, [192], key_len=_key_len(model))
     _inside(
         ev.retrieval(out)[192],
-        rows["rope"]["retrieval"]["192"],
+        _seed0(rec, "rope_passkey")["retrieval"]["192"],
         "accuracy",
         record=rec,
     )
 
 
-def _needle_grid():
-    # a cell where a longer sequence (the needle no further away) changed RoPE's answer
-    rec = recorded("needle_grid")
-    rows = {r["model"]: r for r in rec["rows"]}
+def _needle_seeds():
+    # a grid cell where a longer sequence (the needle no further away) changed RoPE's answer,
+    # and T5 with one distractor, the target far back: right mostly when its needle comes first
+    rec = recorded("needle_seeds")
     model = load_checkpoint("rope_passkey")
     out = ev.needle_outcomes(model, [48], length=256, key_len=_key_len(model))
-    _inside(
-        ev.retrieval(out)[48],
-        rows["rope"]["grid"]["256"]["48"],
-        "accuracy",
-        record=rec,
-    )
-
-
-def _multikey():
-    # T5 with one distractor, the target far back: right mostly when its needle comes first
-    rec = recorded("multikey")
-    rows = {r["model"]: r for r in rec["rows"]}
-    model = load_checkpoint("t5_passkey")
-    out = ev.multikey_outcomes(model, [192], keys=2)
+    kept = _seed0(rec, "rope_passkey")["grid"]["256"]["48"]
+    _inside(ev.retrieval(out)[48], kept, "accuracy", record=rec)
+    row = _seed0(rec, "t5_passkey")
+    out = ev.multikey_outcomes(load_checkpoint("t5_passkey"), [192], keys=2)
     first = ev.multikey_ranks([192], keys=2)[192]["first"]
-    _inside(ev.retrieval(out)[192], rows["t5"]["accuracy"]["2"]["192"], "accuracy", record=rec)
-    _inside(
-        ev.retrieval({192: out[192][first]})[192],
-        rows["t5"]["when_first"]["2"]["192"],
-        "accuracy",
-        record=rec,
-    )
+    _inside(ev.retrieval(out)[192], row["accuracy"]["2"]["192"], "accuracy", record=rec)
+    fresh = ev.retrieval({192: out[192][first]})[192]
+    _inside(fresh, row["when_first"]["2"]["192"], "accuracy", record=rec)
 
 
-def _rope_scaling():
-    rec = recorded("rope_scaling")
-    rows = {r["model"]: r for r in rec["rows"]}
-    n = rec["protocol"]["extended_window"]
-    fresh = ev.perplexity_interval(ev.window_losses(load_checkpoint("rope_pi_finetune"), n))
-    _inside(fresh, rows["PI + fine-tune"][str(n)], record=rec)
-
-
-def _augmentation():
+def _augmentation_seeds():
     from pecourse.positions.augmentation import randomized_positions
 
-    rec = recorded("augmentation")
-    row = next(r for r in rec["rows"] if r["model"] == "rope_randomized" and r["ids"] == "random")
-    span, n = rec["protocol"]["augment_len"], 64
+    rec = recorded("augmentation_seeds")
+    row = _seed0(rec, "rope_randomized")["random_ids"]
+    span, n = checkpoint_info("rope_randomized")["train"]["augment_len"], 64
     ids = randomized_positions(
         n, span, generator=torch.Generator().manual_seed(n), batch=65536 // n
     )
@@ -171,39 +149,48 @@ def _augmentation():
     _inside(fresh, row[str(n)], record=rec)
 
 
+def _scaling_mistakes():
+    # YaRN's temperature applied twice, at the extended window: its perplexity
+    from pecourse.lab.studies import YARN_BETAS
+    from pecourse.positions.rope_scaling import yarn_mscale
+
+    rec = recorded("scaling_mistakes")
+    twice = _seed0(rec, "rope")["temperature"][2]
+    assert twice["applied"] == "twice"
+    factor = rec["protocol"]["factor"]
+    model = ev.scale_rope(
+        load_checkpoint("rope"),
+        "yarn",
+        factor,
+        attention_factor=yarn_mscale(factor) ** 2,
+        **YARN_BETAS,
+    )
+    fresh = ev.perplexity_interval(ev.window_losses(model, 256))
+    _inside(fresh, twice["256"], record=rec)
+
+
 def _rope_base():
     rec = recorded("rope_base")
-    rows = {r["model"]: r for r in rec["rows"]}
-    model = load_checkpoint("rope_base_low_passkey")
-    out = ev.needle_outcomes(model, [32], length=64, key_len=_key_len(model))
-    _inside(
-        ev.retrieval(out)[32],
-        rows["rope_base_low"]["retrieval"]["32"],
-        "accuracy",
-        record=rec,
-    )
+    fresh = ev.perplexity_interval(ev.window_losses(load_checkpoint("rope_base_low"), 64))
+    _inside(fresh, _seed0(rec, "rope_base_low")["64"], record=rec)
 
 
 RECOMPUTE = {
-    "extrapolation": _extrapolation,
+    "extrapolation_seeds": _extrapolation_seeds,
     "loss_by_position": _loss_by_position,
     "position_shift": _position_shift,
-    "effective_context": _effective_context,
-    "needle_grid": _needle_grid,
-    "multikey": _multikey,
-    "rope_scaling": _rope_scaling,
-    "augmentation": _augmentation,
+    "sliding_seeds": _sliding_seeds,
+    "retrieval_seeds": _retrieval_seeds,
+    "needle_seeds": _needle_seeds,
+    "augmentation_seeds": _augmentation_seeds,
+    "scaling_mistakes": _scaling_mistakes,
     "rope_base": _rope_base,
 }
 
 
-def test_every_experiment_has_a_recompute_check():
-    assert set(RECOMPUTE) == set(ex.EXPERIMENTS)
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(RECOMPUTE))
-def test_experiment_recording_recomputes(name):
+def test_a_recording_recomputes(name):
     """Slow (2-6 s each on a quiet core): one cell of each recording, recomputed under the full
     protocol, lies inside the recorded interval (and matches the recorded value)."""
     RECOMPUTE[name]()

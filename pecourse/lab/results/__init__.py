@@ -1,7 +1,6 @@
 """The recorded results (``pecourse/lab/results/<name>.json``): one schema, one writer, one reader.
 
-Every recording — an experiment of :mod:`pecourse.lab.experiments`, a study of
-:mod:`pecourse.lab.studies` or the base-crossing run of :mod:`pecourse.lab.base_crossing` — is a
+Every recording — a study of :mod:`pecourse.lab.studies` or the base-crossing run of :mod:`pecourse.lab.base_crossing` — is a
 JSON object with the fields of :data:`SCHEMA`. :func:`write` validates a recording and
 writes it (all or nothing); :func:`recorded` reads one and validates it again, so a
 recording that drifted from the schema fails where it is read, not three cells later.
