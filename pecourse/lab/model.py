@@ -30,6 +30,7 @@ import json
 import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
+from importlib import resources
 from pathlib import Path
 
 import torch
@@ -304,12 +305,10 @@ class TinyGPT(nn.Module):
         # Reading values on an accelerator is a host sync, and under torch.compile a graph
         # break; an id out of range still fails there, in the embedding lookup.
         read_values = idx.device.type == "cpu" and not torch.compiler.is_compiling()
-        if (
-            read_values
-            and idx.numel()
-            and (int(idx.min()) < 0 or int(idx.max()) >= self.config.vocab_size)
-        ):
-            raise ValueError(f"idx must hold token ids in 0..{self.config.vocab_size - 1}")
+        if read_values and idx.numel():
+            low, high = torch.aminmax(idx)  # one pass over the ids
+            if int(low) < 0 or int(high) >= self.config.vocab_size:
+                raise ValueError(f"idx must hold token ids in 0..{self.config.vocab_size - 1}")
         if positions is None:  # 0..seq-1: valid by construction, nothing to check
             positions = torch.arange(s, device=idx.device)
         else:
@@ -375,8 +374,15 @@ def replace_rope(model: TinyGPT, scaling: str = "default", **scaling_kwargs) -> 
 
 
 def checkpoint_dir() -> Path:
-    """The folder of the shipped checkpoints (``pecourse/lab/checkpoints``)."""
-    return Path(__file__).resolve().parent / "checkpoints"
+    """The folder of the shipped checkpoints (``pecourse/lab/checkpoints``), package data
+    found through :mod:`importlib.resources`: the same wherever pecourse is installed."""
+    folder = resources.files(__package__).joinpath("checkpoints")
+    if not isinstance(folder, Path):  # safetensors maps files: a zipped package has none
+        raise RuntimeError(
+            f"the shipped checkpoints must be files on disk, found {folder!r}: install "
+            "pecourse as files (pip install, not from a zip archive)"
+        )
+    return folder
 
 
 def list_checkpoints() -> list[str]:

@@ -5,6 +5,7 @@ import json
 import pytest
 import torch
 
+from pecourse.lab.data import VOCAB_SIZE
 from pecourse.lab.model import (
     SCHEMES,
     ModelConfig,
@@ -184,3 +185,16 @@ def test_scaled_token_vectors_are_as_long_as_sinusoidal_position_vectors(d_model
     # an unscaled input scheme keeps the GPT-2 initialisation
     learned = TinyGPT(ModelConfig(d_model=d_model, n_layers=1, n_heads=4, plan="learned"))
     assert learned.tok_emb.weight.std().item() == pytest.approx(0.02, rel=0.1)
+
+
+@pytest.mark.parametrize("bad", [-1, VOCAB_SIZE])
+def test_token_ids_outside_the_vocabulary_are_refused(bad):
+    """One id out of range anywhere in the batch is refused, naming idx and the range; the
+    ids at both ends of the range are accepted."""
+    model = TinyGPT(ModelConfig(n_layers=1))
+    ok = torch.tensor([[0, VOCAB_SIZE - 1, 5], [1, 2, 3]])
+    assert model(ok)[0].shape == (2, 3, VOCAB_SIZE)
+    wrong = ok.clone()
+    wrong[1, 2] = bad
+    with pytest.raises(ValueError, match=rf"idx must hold token ids in 0\.\.{VOCAB_SIZE - 1}"):
+        model(wrong)
