@@ -15,6 +15,10 @@ import sys
 # module, so that `pecourse cards review` starts without importing torch, and `pecourse
 # --help` imports none (a test checks this table against what the modules register).
 COMMANDS = {
+    "start": (
+        "pecourse.course",
+        "copy the chapters and exercises into a folder of yours and open JupyterLab there",
+    ),
     "info": (
         "pecourse.info",
         "versions, devices, compiled kernels and their checks, where learner data is stored",
