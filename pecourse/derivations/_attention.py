@@ -117,14 +117,6 @@ class PermutationEquivariance(Identity):
         self.causal = bool(causal)
         self.positions = bool(positions)
 
-    def _params(self):
-        out = {}
-        if self.causal:
-            out["causal"] = True
-        if self.positions:
-            out["positions"] = True
-        return out
-
     def _build(self):
         X, Wq, Wk, Wv = _inputs()
         if self.positions:
@@ -239,9 +231,6 @@ class SoftmaxShiftInvariance(Identity):
         super().__init__()
         self.per_key = bool(per_key)
 
-    def _params(self):
-        return {"per_key": True} if self.per_key else {}
-
     def _build(self):
         xs = sp.symbols("x_0:3", real=True)
         if self.per_key:
@@ -287,9 +276,6 @@ class BloomAlibiEquivalence(Identity):
     def __init__(self, causal: bool = True):
         super().__init__()
         self.causal = bool(causal)
-
-    def _params(self):
-        return {} if self.causal else {"causal": False}
 
     def _build(self):
         m = sp.Symbol("m", positive=True)

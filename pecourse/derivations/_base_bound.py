@@ -148,14 +148,6 @@ class RopeBaseBound(Identity):
         self.blocks = blocks
         self.factor = factor
 
-    def _params(self):
-        out = {}
-        if self.blocks != 2:
-            out["blocks"] = self.blocks
-        if self.factor != 2:
-            out["factor"] = self.factor
-        return out
-
     def _build(self):
         n = 2 * self.blocks
         m = sp.Symbol("m", real=True)

@@ -97,9 +97,6 @@ class ToeplitzBias(Identity):
             "depends on the offset $j - i$ only, and the model is translation-invariant."
         )
 
-    def _params(self):
-        return {"kind": self.kind}
-
     def _build(self):
         i, j, delta, r = sp.symbols("i j Delta r", integer=True)
         b = self.bias

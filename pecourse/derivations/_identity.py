@@ -19,6 +19,7 @@ The sympy objects are built lazily, on first access, so that importing
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass, field
 
 import sympy as sp
@@ -289,8 +290,14 @@ class Identity:
         raise TypeError(f"{type(self).__name__} does not define _build(), so it proves nothing")
 
     def _params(self) -> dict:
-        """Constructor parameters that differ from the defaults (shown in ``repr``)."""
-        return {}
+        """Constructor parameters that differ from their defaults (shown in ``repr``): a
+        subclass keeps each parameter as the attribute of the same name."""
+        parameters = inspect.signature(type(self).__init__).parameters
+        return {
+            name: getattr(self, name)
+            for name, p in parameters.items()
+            if name != "self" and getattr(self, name) != p.default
+        }
 
     # -- lazily built symbolic objects ---------------------------------------------------
     def _ensure(self):

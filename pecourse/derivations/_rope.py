@@ -79,12 +79,6 @@ class RopeRelative(Identity):
             else f"RoPE is relative: block-diagonal rotation ({blocks} blocks)"
         )
 
-    def _params(self):
-        out = {"blocks": self.blocks}
-        if self.offset != "n-m":
-            out["offset"] = self.offset
-        return out
-
     def _build(self):
         m, n = sp.symbols("m n", real=True)
         thetas = _thetas(self.blocks)
@@ -146,9 +140,6 @@ class RopeComplexForm(Identity):
     def __init__(self, sign: int = 1):
         super().__init__()
         self.sign = _check_sign("sign", sign)
-
-    def _params(self):
-        return {} if self.sign == 1 else {"sign": self.sign}
 
     def _build(self):
         m, n = sp.symbols("m n", real=True)
@@ -241,12 +232,6 @@ class RopePairingPermutation(Identity):
         self.d = d
         self.permutation = permutation
 
-    def _params(self):
-        out = {"d": self.d}
-        if self.permutation != "pairing":
-            out["permutation"] = self.permutation
-        return out
-
     def _build(self):
         d, h = self.d, self.d // 2
         m = sp.Symbol("m", real=True)
@@ -312,9 +297,6 @@ class AxialRope2D(Identity):
         super().__init__()
         self.offset_sign = _check_sign("offset_sign", offset_sign)
 
-    def _params(self):
-        return {} if self.offset_sign == 1 else {"offset_sign": self.offset_sign}
-
     def _build(self):
         x1, y1, x2, y2, a, b = sp.symbols("x_1 y_1 x_2 y_2 a b", real=True)
         tx, ty = sp.symbols("theta_x theta_y", positive=True)
@@ -373,9 +355,6 @@ class XposDecay(Identity):
     def __init__(self, key_exponent_sign: int = -1):
         super().__init__()
         self.key_exponent_sign = _check_sign("key_exponent_sign", key_exponent_sign)
-
-    def _params(self):
-        return {} if self.key_exponent_sign == -1 else {"key_exponent_sign": self.key_exponent_sign}
 
     def _build(self):
         m, n = sp.symbols("m n", real=True)
@@ -448,9 +427,6 @@ class VoRope(Identity):
     def __init__(self, output_sign: int = -1):
         super().__init__()
         self.output_sign = _check_sign("output_sign", output_sign)
-
-    def _params(self):
-        return {} if self.output_sign == -1 else {"output_sign": self.output_sign}
 
     def _build(self):
         i, j1, j2 = sp.symbols("i j_1 j_2", real=True)

@@ -46,9 +46,6 @@ class NtkAwareBase(Identity):
         super().__init__()
         self.exponent = exponent
 
-    def _params(self):
-        return {} if self.exponent is None else {"exponent": self.exponent}
-
     def _build(self):
         b, s, d = sp.symbols("b s d", positive=True)
         i = sp.Symbol("i", nonnegative=True)
@@ -132,9 +129,6 @@ class Yarn(Identity):
                 f"temperature_on must be 'both' (correct) or 'query' (broken), got {temperature_on!r}"
             )
         self.temperature_on = temperature_on
-
-    def _params(self):
-        return {} if self.temperature_on == "both" else {"temperature_on": self.temperature_on}
 
     def _build(self):
         theta, s, alpha, gap, eps, L = sp.symbols("theta s alpha delta varepsilon L", positive=True)

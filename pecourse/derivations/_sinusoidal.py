@@ -77,14 +77,6 @@ class SinusoidalShift(Identity):
         self.blocks = blocks
         self.shift_sign = shift_sign
 
-    def _params(self):
-        out = {}
-        if self.blocks != 2:
-            out["blocks"] = self.blocks
-        if self.shift_sign != 1:
-            out["shift_sign"] = self.shift_sign
-        return out
-
     def _build(self):
         t, delta, omegas = _symbols(self.blocks)
         p_t = sinusoidal_vector(t, omegas)
@@ -134,14 +126,6 @@ class SinusoidalDotProduct(Identity):
             raise ValueError(f"blocks must be >= 1, got {blocks}")
         self.blocks = blocks
         self.rhs_frequency_factor = rhs_frequency_factor
-
-    def _params(self):
-        out = {}
-        if self.blocks != 2:
-            out["blocks"] = self.blocks
-        if self.rhs_frequency_factor != 1:
-            out["rhs_frequency_factor"] = self.rhs_frequency_factor
-        return out
 
     def _build(self):
         t, delta, omegas = _symbols(self.blocks)
