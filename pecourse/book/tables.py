@@ -258,24 +258,13 @@ def output_as_tables(text: str) -> list[dict] | None:
         return None
     outputs = []
     for segment in segments:
-        if segment.table is None:
-            if not segment.text.strip():
-                continue
-            outputs.append(
-                {
-                    "output_type": "display_data",
-                    "metadata": {},
-                    "data": {"text/plain": segment.text},
-                }
-            )
+        if segment.table is not None:
+            data = {"text/html": table_html(segment.table)}
+        elif segment.text.strip():
+            data = {"text/plain": segment.text}
         else:
-            outputs.append(
-                {
-                    "output_type": "display_data",
-                    "metadata": {},
-                    "data": {"text/html": table_html(segment.table)},
-                }
-            )
+            continue
+        outputs.append({"output_type": "display_data", "metadata": {}, "data": data})
     return outputs
 
 

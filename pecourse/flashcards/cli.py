@@ -153,6 +153,11 @@ def cmd_review(args) -> int:
     return 130 if interrupted else 0  # 128 + SIGINT, as a shell reports an interrupted command
 
 
+def _counts(s) -> dict:
+    """A :class:`~pecourse.flashcards.store.Stats`'s card counts, named as ``--json`` prints them."""
+    return {"cards": s.total, "due": s.due, "new": s.new, "learned": s.learned}
+
+
 def cmd_stats(args) -> int:
     store = ProgressStore()
     now = utc_now()
@@ -164,26 +169,12 @@ def cmd_stats(args) -> int:
     total = store.stats(deck_ids, now)
     retired = store.retired(deck_ids)
     if args.json:
+        next_due = total.next_due.isoformat() if total.next_due else None
         out = {
             "database": str(store.path),
-            "total": {
-                "cards": total.total,
-                "due": total.due,
-                "new": total.new,
-                "learned": total.learned,
-                "reviews": total.reviews,
-                "next_due": total.next_due.isoformat() if total.next_due else None,
-            },
+            "total": _counts(total) | {"reviews": total.reviews, "next_due": next_due},
             "retired": retired,
-            "concepts": {
-                f"{n:02d}_{CONCEPTS[n]}": {
-                    "cards": s.total,
-                    "due": s.due,
-                    "new": s.new,
-                    "learned": s.learned,
-                }
-                for n, _t, s in rows
-            },
+            "concepts": {f"{n:02d}_{CONCEPTS[n]}": _counts(s) for n, _t, s in rows},
         }
         print(json.dumps(out, indent=2))
         return 0
