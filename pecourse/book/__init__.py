@@ -1,7 +1,7 @@
 """The course as an offline website: ``make book`` (``python -m pecourse.book build``).
 
 Sphinx with MyST-NB renders the committed, executed notebooks as they are (their outputs and
-saved widget state; nothing is executed), with sphinx-book-theme for the layout and Sphinx's
+saved widget state; Sphinx executes nothing), with sphinx-book-theme for the layout and Sphinx's
 own full-text search, which runs in the browser from ``file://``. MathJax and the Jupyter
 widget manager come from npm packages pinned in ``book/assets.json`` and are copied into the
 site. :mod:`pecourse.book.check` opens the result in headless Chromium with the network
@@ -10,6 +10,8 @@ blocked.
 - :mod:`pecourse.book.assets`: the pinned npm packages.
 - :mod:`pecourse.book.pages`: what happens to a notebook on its way into the book.
 - :mod:`pecourse.book.cards`: the flashcard pages.
+- :mod:`pecourse.book.frames`: explorers with one slider, drawn before Sphinx runs (the one
+  part of the build that runs a chapter's code, in a kernel), so that they move in the page.
 - :mod:`pecourse.book.builder`: staging and the Sphinx run.
 """
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pecourse import course
-from pecourse.book import assets, cards, pages, tables
+from pecourse.book import assets, cards, frames, pages, tables
 
 log = logging.getLogger(__name__)
 # Folders of the checkout (:func:`pecourse.course.checkout`): Sphinx's configuration, the site.
@@ -90,12 +90,17 @@ def _read_json(path: Path) -> dict:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
-def stage(src: Path, chapters=None, root: Path | None = None) -> list[str]:
+def stage(
+    src: Path, chapters=None, root: Path | None = None, frames_cache: Path | None = None
+) -> list[str]:
     """Write the book's sources for ``chapters`` (all for ``None``) from ``root`` (default:
     the checkout) into ``src``.
 
     A partial build (some chapters) keeps the start page, the chapters' exercises and
-    flashcards, and only the source pages they link to. Returns the docnames written.
+    flashcards, and only the source pages they link to. With ``frames_cache`` (a folder), the
+    chapters' one-slider explorers are drawn at each value of a grid, in a kernel, and kept
+    there (:mod:`pecourse.book.frames`); without, they keep their saved output. Returns the
+    docnames written.
     """
     numbers = check_chapters(chapters)
     full = chapters is None
@@ -133,8 +138,9 @@ def stage(src: Path, chapters=None, root: Path | None = None) -> list[str]:
         c.slug for c in chapters_in
     ]:
         flashcards = f"flashcards/{name}.md" if f"flashcards/{name}" in docs else None
+        drawn = _frames(nb_dir / f"{name}.ipynb", frames_cache) if frames_cache else {}
         nb = pages.prepare_notebook(
-            _read_json(nb_dir / f"{name}.ipynb"), site, "notebooks", flashcards
+            _read_json(nb_dir / f"{name}.ipynb"), site, "notebooks", flashcards, drawn
         )
         download = f"{DOWNLOADS}/notebooks/{name}.ipynb"
         out.write(download, (nb_dir / f"{name}.ipynb").read_bytes())
@@ -179,6 +185,16 @@ def stage(src: Path, chapters=None, root: Path | None = None) -> list[str]:
     docs |= {f"source/{p}" for p in shown}
     log.info("staged %d pages in %s", len(docs), src)
     return sorted(docs)
+
+
+def _frames(path: Path, cache: Path) -> dict[int, frames.Frames]:
+    """A chapter's explorers drawn at build time; none, with a warning, when drawing fails (a
+    chapter being rewritten must not stop the book: its explorers keep their saved output)."""
+    try:
+        return frames.drawn(path, cache)
+    except Exception as exc:  # the chapter's own code, run in a kernel: anything can fail
+        log.warning("%s: explorers not drawn, saved output shown (%s)", path.name, exc)
+        return {}
 
 
 # --- generated pages -----------------------------------------------------------------------
@@ -343,7 +359,7 @@ def build(
     src = out.with_name(out.name + "-src")
     doctrees = out.with_name(out.name + "-doctrees")
     static = assets.ensure_assets(cache)
-    docs = stage(src, chapters, root)
+    docs = stage(src, chapters, root, frames_cache=out.with_name(out.name + "-frames"))
     jobs = jobs or min(2, os.cpu_count() or 1)
     warnings_file = out.with_name(out.name + "-warnings.txt")
     command = [

@@ -9,9 +9,10 @@ applies them to copies in the staging folder (the committed notebooks are never 
   page; a link to a chapter left out of a partial build becomes plain text.
 - **Widgets.** A notebook executed by ``pecourse.notebook_tools`` carries its widgets' saved
   state, which the widget manager renders in the page. Controls joined by ``jslink`` work
-  without a kernel; an explorer whose output is computed by Python (``interact``) gets a note
-  above it saying so, and shows its saved output. A widget with no saved state is removed and
-  the note says why.
+  without a kernel. An explorer whose output is computed by Python (``interact``) with one
+  slider is shown redrawn from figures drawn when the book was built, one per value on a grid
+  (:mod:`pecourse.book.frames`); any other gets a note above it saying that it needs Python,
+  and shows its saved output. A widget with no saved state is removed and the note says why.
   The flashcard quiz (which needs Python and a progress database) gives way to a link to the
   chapter's flashcard page.
 - **Scaffolding folded.** A long code cell (a figure's plumbing) or one that writes the prose
@@ -41,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from pecourse.book import tables
+from pecourse.book.frames import Frames, explorer_html
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
@@ -247,6 +249,12 @@ YOUR_MACHINE = (
     "book does not show the one the notebook was saved on; in JupyterLab (`make lab`) it shows "
     "yours.",
 )
+FRAMED = (
+    "The explorer below was drawn when the book was built",
+    "Its figure is computed by Python, so the book shows it redrawn for {count} values of "
+    "`{name}`, drawn from the chapter when the book was built. Open the chapter in JupyterLab "
+    "(`make lab`, or `pecourse start FOLDER` from an installed package) for every value.",
+)
 NO_STATE = (
     "The explorer below needs Python",
     "The notebook was saved without this widget's state, so the book cannot show it. Open the "
@@ -255,13 +263,19 @@ NO_STATE = (
 
 
 def prepare_notebook(
-    notebook: dict[str, Any], site: Site, here: str, flashcards: str | None = None
+    notebook: dict[str, Any],
+    site: Site,
+    here: str,
+    flashcards: str | None = None,
+    frames: dict[int, Frames] | None = None,
 ) -> dict[str, Any]:
-    """A copy of a chapter notebook ready for the book (links, widgets, the quiz)."""
+    """A copy of a chapter notebook ready for the book (links, widgets, the quiz); ``frames``
+    are its explorers drawn at build time, by cell index (:func:`pecourse.book.frames.drawn`)."""
     nb = copy.deepcopy(notebook)
     state = saved_widget_state(nb)
+    frames = frames or {}
     cells = []
-    for cell in nb.get("cells", []):
+    for index, cell in enumerate(nb.get("cells", [])):
         source = _text(cell.get("source", ""))
         cells.append(cell)
         if cell.get("cell_type") == "markdown":
@@ -309,6 +323,15 @@ def prepare_notebook(
                 if o.get("data", {}).get(WIDGET_VIEW, {}).get("model_id") not in missing
             ]
             cells.insert(len(cells) - 1, _note(*NO_STATE, "warning"))
+        elif index in frames:
+            drawn = frames[index]
+            cell["outputs"] = [o for o in cell["outputs"] if WIDGET_VIEW not in o.get("data", {})]
+            html = explorer_html(drawn)
+            cell["outputs"].append({"output_type": "display_data", "metadata": {},
+                                    "data": {"text/html": html}})  # fmt: skip
+            title, body = FRAMED
+            count, name = len(drawn.explorer.values), drawn.explorer.name
+            cells.insert(len(cells) - 1, _note(title, body.format(count=count, name=name)))
         elif any(needs_kernel(state, v) for v in views):
             cells.insert(len(cells) - 1, _note(*NEEDS_PYTHON))
     nb["cells"] = cells
