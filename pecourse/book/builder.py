@@ -191,7 +191,7 @@ def _frames(path: Path, cache: Path) -> dict[int, frames.Frames]:
     """A chapter's explorers drawn at build time; none, with a warning, when drawing fails (a
     chapter being rewritten must not stop the book: its explorers keep their saved output)."""
     try:
-        return frames.drawn(path, cache)
+        return frames.drawn(path, pages.find_explorers(_read_json(path)), cache)
     except Exception as exc:  # the chapter's own code, run in a kernel: anything can fail
         log.warning("%s: explorers not drawn, saved output shown (%s)", path.name, exc)
         return {}

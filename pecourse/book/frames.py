@@ -7,7 +7,7 @@ the explorer's own function draws its figure for each value on a grid of its con
 the figure as it moves (:func:`explorer_html`), with no kernel and no network.
 
 What is framed: an explorer with one slider (``IntSlider`` or ``FloatSlider``) whose function
-draws a figure. Explorers with several controls keep their saved output and the book's note
+draws a figure (:func:`pecourse.book.pages.find_explorers` finds them in the saved widget state). Explorers with several controls keep their saved output and the book's note
 that they need Python (a grid over several controls multiplies the frames).
 """
 
@@ -30,9 +30,8 @@ log = logging.getLogger(__name__)
 MAX_FRAMES = 12
 #: Changes when what a frame holds changes, so that cached frames are redrawn.
 FRAMES_VERSION = 1
-_SLIDERS = {"IntSliderModel": int, "FloatSliderModel": float}
-# Models an explorer is built from that a reader does not set.
-_NOT_CONTROLS = {"VBoxModel", "HBoxModel", "BoxModel", "OutputModel", "LayoutModel"}
+#: The sliders a framed explorer may have, and the type of their values.
+SLIDERS = {"IntSliderModel": int, "FloatSliderModel": float}
 
 
 @dataclass(frozen=True)
@@ -68,40 +67,6 @@ def slider_grid(state: dict[str, Any], kind: type = int, most: int = MAX_FRAMES)
         return tuple(sorted(int(v) for v in values))
     digits = max(0, -int(f"{step:e}".split("e")[1])) + 1  # enough to tell lattice points apart
     return tuple(sorted({round(float(v), digits) for v in values}))
-
-
-def find_explorers(notebook: dict[str, Any]) -> list[Explorer]:
-    """The cells whose saved output is an explorer with exactly one slider."""
-    from pecourse.book.pages import WIDGET_VIEW, reachable_models, saved_widget_state
-
-    state = saved_widget_state(notebook)
-    found = []
-    for index, cell in enumerate(notebook.get("cells", [])):
-        if cell.get("cell_type") != "code" or "interact" not in "".join(cell.get("source", "")):
-            continue
-        views = [
-            out["data"][WIDGET_VIEW].get("model_id", "")
-            for out in cell.get("outputs", [])
-            if WIDGET_VIEW in out.get("data", {})
-        ]
-        if len(views) != 1 or views[0] not in state:
-            continue
-        controls = [
-            state[m]
-            for m in reachable_models(state, views[0])
-            if state[m].get("model_name", "") not in _NOT_CONTROLS
-            and not state[m].get("model_name", "").endswith("StyleModel")
-            and m != views[0]
-        ]
-        if len(controls) != 1 or controls[0].get("model_name") not in _SLIDERS:
-            continue
-        slider = controls[0]["state"]
-        kind = _SLIDERS[controls[0]["model_name"]]
-        grid = slider_grid(slider, kind)
-        found.append(
-            Explorer(index, str(slider.get("description", "")), grid, kind(slider["value"]))
-        )
-    return found
 
 
 # Run in the chapter's kernel just before the explorer's cell: remember the widgets it makes.
@@ -168,12 +133,14 @@ def draw(notebook_path: Path, explorer: Explorer, *, timeout: int = 600) -> Fram
     return Frames(explorer, tuple(base64.b64decode(p) for p in pngs))
 
 
-def drawn(notebook_path: Path, cache: Path | None = None) -> dict[int, Frames]:
-    """Every framed explorer of a notebook, by cell index, drawn or read from ``cache`` (a
-    folder; entries are keyed by the notebook's bytes, so an edited chapter is redrawn)."""
+def drawn(
+    notebook_path: Path, explorers: list[Explorer], cache: Path | None = None
+) -> dict[int, Frames]:
+    """The notebook's ``explorers`` (:func:`pecourse.book.pages.find_explorers`), by cell
+    index, drawn or read from ``cache`` (a folder; entries are keyed by the notebook's bytes,
+    so an edited chapter is redrawn)."""
     notebook_path = Path(notebook_path)
     data = notebook_path.read_bytes()
-    explorers = find_explorers(json.loads(data))
     if not explorers:
         return {}
     key = hashlib.sha256(data + f"frames {FRAMES_VERSION}".encode()).hexdigest()[:16]

@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from pecourse.book import tables
-from pecourse.book.frames import Frames, explorer_html
+from pecourse.book.frames import SLIDERS, Explorer, Frames, explorer_html, slider_grid
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
@@ -219,6 +219,39 @@ def needs_kernel(state: dict[str, Any], model_id: str) -> bool:
         if name == "ButtonModel" or mid not in linked:
             return True
     return False
+
+
+# Models an explorer is built from that a reader does not set.
+_LAYOUT = {"VBoxModel", "HBoxModel", "BoxModel", "OutputModel", "LayoutModel"}
+
+
+def find_explorers(notebook: dict[str, Any]) -> list[Explorer]:
+    """The cells whose saved output is an explorer with exactly one slider: what the book draws
+    at build time (:mod:`pecourse.book.frames`)."""
+    state = saved_widget_state(notebook)
+    found = []
+    for index, cell in enumerate(notebook.get("cells", [])):
+        if cell.get("cell_type") != "code" or "interact" not in "".join(cell.get("source", "")):
+            continue
+        views = _widget_views(cell)
+        if len(views) != 1 or views[0] not in state:
+            continue
+        controls = [
+            state[m]
+            for m in reachable_models(state, views[0])
+            if state[m].get("model_name", "") not in _LAYOUT
+            and not state[m].get("model_name", "").endswith("StyleModel")
+            and m != views[0]
+        ]
+        if len(controls) != 1 or controls[0].get("model_name") not in SLIDERS:
+            continue
+        slider = controls[0]["state"]
+        kind = SLIDERS[controls[0]["model_name"]]
+        grid = slider_grid(slider, kind)
+        found.append(
+            Explorer(index, str(slider.get("description", "")), grid, kind(slider["value"]))
+        )
+    return found
 
 
 def _widget_views(cell: dict[str, Any]) -> list[str]:

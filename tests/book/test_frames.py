@@ -29,13 +29,13 @@ def test_a_sliders_grid_spans_it_on_its_steps_and_holds_the_saved_value():
 
 
 def test_one_slider_explorers_are_found_and_others_are_left():
-    (explorer,) = frames.find_explorers(json.loads(CHAPTER_01.read_text()))
+    (explorer,) = pages.find_explorers(json.loads(CHAPTER_01.read_text()))
     nb = json.loads(CHAPTER_01.read_text())
     assert "interact(" in "".join(nb["cells"][explorer.cell]["source"])
     assert explorer.name == "position" and explorer.saved == 20 and 20 in explorer.values
     # chapter 03's explorer has five controls: it keeps its saved output and the note
     alibi = json.loads((ROOT / "notebooks" / "03_alibi.ipynb").read_text())
-    assert frames.find_explorers(alibi) == []
+    assert pages.find_explorers(alibi) == []
 
 
 def _fake_frames(explorer: frames.Explorer) -> frames.Frames:
@@ -44,7 +44,7 @@ def _fake_frames(explorer: frames.Explorer) -> frames.Frames:
 
 def test_a_drawn_explorer_replaces_the_widget_in_the_page_and_its_note_says_so():
     nb = json.loads(CHAPTER_01.read_text())
-    (explorer,) = frames.find_explorers(nb)
+    (explorer,) = pages.find_explorers(nb)
     site = pages.Site(root=ROOT, docs={"notebooks/01_learned_absolute_positions"}, source_pages={})
     plain = pages.prepare_notebook(nb, site, "notebooks")
     drawn = pages.prepare_notebook(
@@ -82,7 +82,9 @@ def test_a_drawn_explorer_replaces_the_widget_in_the_page_and_its_note_says_so()
 @pytest.fixture(scope="module")
 def chapter_01_frames(tmp_path_factory) -> tuple[Path, dict[int, frames.Frames]]:
     cache = tmp_path_factory.mktemp("frames")
-    return cache, frames.drawn(CHAPTER_01, cache)
+    return cache, frames.drawn(
+        CHAPTER_01, pages.find_explorers(json.loads(CHAPTER_01.read_text())), cache
+    )
 
 
 @pytest.mark.slow  # runs chapter 01 in a kernel up to its explorer: 20-60 s
@@ -106,7 +108,12 @@ def test_frames_are_the_explorers_own_figures_and_are_kept(chapter_01_frames, mo
     assert drawn_01.pngs[explorer.values.index(explorer.saved)] in saved
     # a second build reads the cache: no kernel
     monkeypatch.setattr(frames, "draw", lambda *a, **k: pytest.fail("drew again"))
-    assert frames.drawn(CHAPTER_01, cache)[cell].pngs == drawn_01.pngs
+    assert (
+        frames.drawn(CHAPTER_01, pages.find_explorers(json.loads(CHAPTER_01.read_text())), cache)[
+            cell
+        ].pngs
+        == drawn_01.pngs
+    )
 
 
 def test_a_failed_drawing_leaves_the_saved_output(tmp_path, monkeypatch, caplog):
