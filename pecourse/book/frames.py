@@ -117,11 +117,12 @@ def draw(notebook_path: Path, explorer: Explorer, *, timeout: int = 600) -> Fram
         resources={"metadata": {"path": str(notebook_path.parent)}},
     )
     # learner data (the quiz's progress) goes to a throwaway folder, as under make outputs
-    env = {**os.environ, "PECOURSE_DATA_DIR": tempfile.mkdtemp(prefix="pecourse-frames-")}
-    env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    with client.setup_kernel(env=env):
-        for index, cell in enumerate(run.cells):
-            client.execute_cell(cell, index)
+    with tempfile.TemporaryDirectory(prefix="pecourse-frames-") as data:
+        env = {**os.environ, "PECOURSE_DATA_DIR": data}
+        env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+        with client.setup_kernel(env=env):
+            for index, cell in enumerate(run.cells):
+                client.execute_cell(cell, index)
     printed = "".join(o.get("text", "") for o in draw_cell.outputs if o.output_type == "stream")
     pngs = json.loads(printed.strip().splitlines()[-1])
     blank = [v for v, png in zip(explorer.values, pngs) if png is None]

@@ -168,3 +168,33 @@ def test_the_drawn_explorer_redraws_in_the_browser(chapter_01_frames, tmp_path):
         label, png, width = shown(page)
         assert (label, png) == (str(values[0]), frame_of(values[0])) and width > 0
     assert report.problems == [] and browser.outside == []
+
+
+@pytest.mark.slow  # two kernels: 5-20 s
+def test_drawing_runs_the_cells_before_the_explorer_and_refuses_a_value_with_no_figure(tmp_path):
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_markdown_cell("# A page"),
+        nbformat.v4.new_code_cell("import matplotlib.pyplot as plt\nOFFSET = 10"),
+        nbformat.v4.new_code_cell(
+            "from ipywidgets import IntSlider, interact\n"
+            "def f(x=1):\n"
+            "    if x == 0:\n"
+            "        print('nothing to draw')\n"
+            "        return\n"
+            "    plt.plot([0, 1], [0, x + OFFSET])\n"
+            "    plt.title(f'x = {x}')\n"
+            "    plt.show()\n"
+            "_ = interact(f, x=IntSlider(value=1, min=0, max=3))"
+        ),
+        nbformat.v4.new_code_cell("raise RuntimeError('after the explorer: never run')"),
+    ]
+    path = tmp_path / "page.ipynb"
+    nbformat.write(nb, path)
+    drawn = frames.draw(path, frames.Explorer(cell=2, name="x", values=(1, 2, 3), saved=1))
+    assert len(drawn.pngs) == 3 and len(set(drawn.pngs)) == 3
+    assert all(png.startswith(b"\x89PNG") for png in drawn.pngs)
+    with pytest.raises(RuntimeError, match=r"drew no figure at x = \[0\]"):
+        frames.draw(path, frames.Explorer(cell=2, name="x", values=(0, 1), saved=1))
