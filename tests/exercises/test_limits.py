@@ -176,6 +176,7 @@ def test_open_files_are_limited_per_process(tmp_path):
     assert opened < sandbox.OPEN_FILES, reason
 
 
+@pytest.mark.slow  # 11 s alone: the notebook sleeps 6 s in its cgroups, then is graded
 def test_the_job_is_one_cgroup_of_memory_processes_and_cpu(tmp_path):
     # The kernel enforces a cgroup's limits; this checks that the whole job, the judge and
     # every process the notebook forks, sits in one cgroup of each controller, limited.

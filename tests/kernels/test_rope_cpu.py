@@ -139,6 +139,7 @@ def test_table_gradients_use_the_reference():
     assert cos.grad is not None and cos.grad.shape == cos.shape
 
 
+@pytest.mark.slow  # 31 s with a fresh inductor cache (a fresh clone, CI), 1-3 s warm
 def test_under_torch_compile_and_func_grad():
     x = _randn(1, 2, 4, 8)
     cos, sin = _tables(torch.arange(4), 8, torch.float32)
