@@ -1,9 +1,10 @@
-"""Chapters 04 and 12 argue from the three-seed studies, within the course's prose budget.
+"""Every chapter argues from recordings with three or more training seeds, within the course's
+prose budget.
 
-The one-seed recordings of ``pecourse.lab.experiments`` are being retired; a chapter that reads
-one would state a single training run's number as the scheme's. These tests read the committed
-notebooks: every recording a code cell loads must be a declared study with three or more seeds,
-and the prose must stay within the 2,600 words the course allows a chapter.
+A chapter that read a one-seed recording would state a single training run's number as the
+scheme's. These tests read the committed notebooks: every recording a code cell loads must be a
+declared study (or chapter 16's base-crossing run) with three or more seeds, and the prose must
+stay within the 2,600 words the course allows a chapter.
 """
 
 import json
@@ -17,7 +18,9 @@ from pecourse.lab.results import recorded
 from pecourse.lab.studies import STUDIES
 
 ROOT = Path(__file__).resolve().parents[1]
-CHAPTERS = ["04_effective_vs_nominal_context.ipynb", "12_length_extrapolation.ipynb"]
+CHAPTERS = sorted(p.name for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+#: Recordings that are not declared studies: the base-crossing run (pecourse.lab.base_crossing).
+OTHER_RECORDINGS = {"rope_base_crossing"}
 MAX_PROSE_WORDS = 2600
 RECORDED = re.compile(r"""recorded\(\s*["']([A-Za-z0-9_]+)["']\s*\)""")
 
@@ -30,6 +33,12 @@ def recordings_read(notebook: dict) -> set[str]:
     """The names passed to ``recorded(...)`` in a notebook's code cells."""
     code = "\n".join("".join(c["source"]) for c in notebook["cells"] if c["cell_type"] == "code")
     return set(RECORDED.findall(code))
+
+
+def test_the_chapters_that_read_recordings_are_found():
+    """The pattern still matches the chapters' cells: most chapters read a recording."""
+    reading = [c for c in CHAPTERS if recordings_read(_notebook(c))]
+    assert len(CHAPTERS) == 17 and len(reading) >= 10, reading
 
 
 def test_recordings_read_finds_names_in_code_cells_only():
@@ -48,8 +57,7 @@ def test_recordings_read_finds_names_in_code_cells_only():
 @pytest.mark.parametrize("chapter", CHAPTERS)
 def test_chapter_reads_only_three_seed_studies(chapter):
     names = recordings_read(_notebook(chapter))
-    assert names, f"{chapter} reads no recording: the pattern no longer matches its cells"
-    not_studies = sorted(n for n in names if n not in STUDIES)
+    not_studies = sorted(n for n in names if n not in STUDIES and n not in OTHER_RECORDINGS)
     assert not not_studies, (
         f"{chapter} reads recordings that are not declared studies: {not_studies}"
     )

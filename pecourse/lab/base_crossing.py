@@ -38,6 +38,7 @@ __all__ = [
     "OneHeadRetriever",
     "train_retriever",
     "accuracy_by_distance",
+    "matching_advantage",
     "record",
     "BASES",
     "SEEDS",
@@ -169,6 +170,36 @@ def accuracy_by_distance(
     return hits / count.where(count > 0, torch.nan), count
 
 
+@torch.no_grad()
+def matching_advantage(model: OneHeadRetriever, *, length: int = 64) -> dict:
+    r"""What the trained head actually rewards at each distance: its analogue of Men et al.'s $B_m$.
+
+    Over every pair of key symbols ``(a, b)``, the score ``q_a·R_m k_b / sqrt(d)`` of a query
+    repeating ``a`` against a key ``b`` ``m`` back; ``advantage[m]`` is the mean score of the
+    matching key (``a = b``) minus the mean score of a non-matching one, for ``m = 0 ..
+    length - 1``. Men et al.'s Theorem 1 gives this difference as $2\sigma^2 B_m$ for random
+    queries and keys, every pair weighted alike; here each rotating pair ``i`` (half pairing:
+    dimensions ``i`` and ``i + d/2``) carries its own weight: the advantage at ``m`` is
+    ``Σ_i w_i cos(m θ_i) + u_i sin(m θ_i)``, and ``pair_weights`` are the ``w_i`` (the same
+    mean difference taken at ``m = 0``, pair by pair, over ``sqrt(d)``).
+    """
+    length = check_int("length", length, minimum=2)
+    e = model.key_embedding.weight
+    q, k = model.w_q(e), model.w_k(e)  # [keys, d]
+    n, h = q.shape[0], model.head_dim // 2
+    match = torch.eye(n, dtype=torch.bool)
+    ks = apply_rope(k[None, None], torch.zeros(n, dtype=torch.long), base=model.base)[0, 0]
+    advantage = []
+    for m in range(length):
+        qm = apply_rope(q[None, None], torch.full((n,), m), base=model.base)[0, 0]
+        scores = qm @ ks.T / math.sqrt(model.head_dim)  # query rotated m further than every key
+        advantage.append(float(scores[match].mean() - scores[~match].mean()))
+    per_pair = q[:, None, :] * k[None, :, :]  # [a, b, d]: q_a,j k_b,j
+    per_pair = (per_pair[..., :h] + per_pair[..., h:]) / math.sqrt(model.head_dim)
+    weights = per_pair[match].mean(0) - per_pair[~match].mean(0)
+    return {"advantage": advantage, "pair_weights": weights.tolist()}
+
+
 def record(folder=None, *, bases=BASES, seeds=SEEDS, steps: int = 300) -> dict:
     """Train every (base, seed), measure accuracy by distance, and write the recording
     ``rope_base_crossing.json`` to ``folder`` (default ``pecourse/lab/results``) through
@@ -191,6 +222,7 @@ def record(folder=None, *, bases=BASES, seeds=SEEDS, steps: int = 300) -> dict:
                     "final_loss": sum(losses[-20:]) / 20,
                     "accuracy": [None if math.isnan(a) else a for a in accuracy.tolist()],
                     "count": count.tolist(),
+                    **matching_advantage(model),
                 }
             )
             log.info("base %g seed %d: final loss %.3f", base, seed, rows[-1]["final_loss"])

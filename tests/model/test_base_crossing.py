@@ -75,3 +75,33 @@ def test_one_recorded_run_is_reproduced():
     accuracy, _ = bc.accuracy_by_distance(model)
     recorded = torch.tensor(row["accuracy"][1:], dtype=torch.float64)
     assert (accuracy[1:] - recorded).abs().mean() < 0.02
+
+
+def test_matching_advantage_is_the_pair_weighted_cosine_sum():
+    """With W_K = W_Q the sine terms cancel (the non-matching pairs come in both orders), so the
+    head's advantage at m is exactly Σ_i w_i cos(m θ_i): Men et al.'s B_m with trained weights."""
+    import math
+
+    import torch
+
+    from pecourse.lab.base_crossing import OneHeadRetriever, matching_advantage
+
+    torch.manual_seed(0)
+    model = OneHeadRetriever(100.0)
+    model.w_k.weight.data = model.w_q.weight.data.clone()
+    out = matching_advantage(model, length=40)
+    w = torch.tensor(out["pair_weights"], dtype=torch.float64)
+    theta = 100.0 ** (-torch.arange(0, 16, 2, dtype=torch.float64) / 16)
+    m = torch.arange(40, dtype=torch.float64)[:, None]
+    want = (w * torch.cos(m * theta)).sum(-1)
+    torch.testing.assert_close(
+        torch.tensor(out["advantage"], dtype=torch.float64), want, atol=1e-5, rtol=1e-4
+    )
+    assert math.isclose(out["advantage"][0], float(w.sum()), rel_tol=1e-5)
+    # and an untied head is not: its sine terms move the curve
+    model.w_k.weight.data += 0.5 * torch.randn(16, 16)
+    out = matching_advantage(model, length=40)
+    w = torch.tensor(out["pair_weights"], dtype=torch.float64)
+    assert (
+        torch.tensor(out["advantage"], dtype=torch.float64) - (w * torch.cos(m * theta)).sum(-1)
+    ).abs().max() > 1e-3
