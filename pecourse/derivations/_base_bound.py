@@ -261,22 +261,10 @@ def rope_base_admissible(bases, context_length: int, head_dim: int):
 
     ``bases`` is a 1-D sequence of floats (e.g. ``numpy.geomspace(1e3, 1e5, 400)`` for a plot
     of the admissible set, which is not an interval); returns a numpy bool array of the same
-    length. Refuses bases below 1, context_length < 1 and an odd head_dim.
+    length (:func:`rope_base_min_decay` >= 0). Refuses bases below 1, context_length < 1 and
+    an odd head_dim.
     """
-    import numpy as np
-
-    from pecourse._validate import check_float
-
-    context_length, head_dim = _validate(context_length, head_dim)
-    bases = np.asarray(bases, dtype=np.float64)
-    if bases.ndim != 1:
-        raise ValueError(f"bases must be a 1-D sequence, got shape {bases.shape}")
-    distances = np.arange(1, context_length + 1, dtype=np.float64)
-    out = np.empty(bases.shape, dtype=bool)
-    for n, base in enumerate(bases):
-        base = check_float("bases", float(base), minimum=1.0)
-        out[n] = bool((_decay(_thetas(base, head_dim), distances) >= 0).all())
-    return out
+    return rope_base_min_decay(bases, context_length, head_dim) >= 0
 
 
 def rope_base_lower_bound(context_length: int, head_dim: int, *, rtol: float = 1e-9) -> float:
