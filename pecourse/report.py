@@ -182,10 +182,7 @@ def _by_submission(rounds: list[list[Row]]) -> dict[tuple[str, str], list[list[R
     student's exercise appears at all."""
     found: dict[tuple[str, str], list[list[Row]]] = defaultdict(list)
     for rows in rounds:
-        here: dict[tuple[str, str], list[Row]] = defaultdict(list)
-        for r in rows:
-            here[(r.student, r.exercise)].append(r)
-        for key, group in here.items():
+        for key, group in _group(rows).items():
             found[key].append(group)
     return found
 
