@@ -25,7 +25,7 @@ def test_an_unknown_recording_is_refused_by_name():
 
 
 def test_a_live_cell_is_held_to_the_recorded_value_only_under_the_recording_torch():
-    record = recorded("multikey")
+    record = recorded("needle_seeds")
     release = torch.__version__.split("+")[0]
     assert made_with_this_torch(record) == (record["versions"]["torch"].split("+")[0] == release)
     assert made_with_this_torch({**record, "versions": {"torch": torch.__version__}})
