@@ -133,6 +133,40 @@ def _agreement(compiled, eager, batch) -> float:
     return max(float((a - b).abs().max()) for a, b in zip(*grads))
 
 
+def _cpu_time_rounds(fns: dict, *, rounds: int, steps: int) -> dict:
+    """The CPU time a step takes (``time.process_time``: this process's threads, all of
+    them), each round running every variant ``steps`` times in turn. On a machine shared
+    with other jobs, wall time also counts the time the step waited for a core; CPU time
+    does not, so at one thread it is what the step costs (at two, it also counts what one
+    thread spends waiting for the other). Returns the median per variant and, per round,
+    the ratio of the course's step to the faster baseline (median, p20, p80, every round)."""
+    per_round = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            start = time.process_time()
+            for _ in range(steps):
+                fn()
+            per_round[name].append((time.process_time() - start) / steps)
+    ratios = sorted(
+        min(per_round[b][i] for b in BASELINES) / per_round[MAIN][i] for i in range(rounds)
+    )
+
+    def q(xs, f):
+        return xs[min(len(xs) - 1, round(f * (len(xs) - 1)))]
+
+    return {
+        "steps_per_round": steps,
+        "rounds": rounds,
+        "median_ms": {n: round(q(sorted(t), 0.5) * 1e3, 3) for n, t in per_round.items()},
+        "speedup_vs_faster_baseline": {
+            "median": q(ratios, 0.5),
+            "p20": q(ratios, 0.2),
+            "p80": q(ratios, 0.8),
+            "per_round": ratios,
+        },
+    }
+
+
 def run(
     recipe: str, *, rounds: int, min_run_time: float, threads: int, quick: bool, repeats: int = 1
 ) -> dict:
@@ -202,6 +236,7 @@ def run(
         ]
     # Each repeat's ratio of the course's step to the baseline it leads by the least.
     repeat_speedups = [min(res["ratios"][name] ** -1 for name in BASELINES) for res in results]
+    cpu = _cpu_time_rounds(fns, rounds=rounds * repeats, steps=2 if quick else 10)
     # The table: every repeat's step times together, ratios as medians over all rounds.
     res = {
         "timings": {
@@ -271,6 +306,8 @@ def run(
         "speedup_met": min(repeat_speedups) >= 1.0,
     }
     print(f"\ntargets: {targets}")
+    print(f"CPU time a step (ms, median over rounds): {cpu['median_ms']}")
+    print(f"CPU-time ratio vs the faster baseline: {cpu['speedup_vs_faster_baseline']}")
     # What compiling costs once and saves a step: how many steps repay it (this run's cache)
     saved = by[MAIN]["median_ms"] - by[COURSE_COMPILED]["median_ms"]
     cost = by[COURSE_COMPILED]["first_step_s"] - by[MAIN]["first_step_s"]
@@ -294,6 +331,7 @@ def run(
         "compile_break_even_steps": break_even,
         "load_warnings": [str(w.message) for w in caught],
         "targets": targets,
+        "cpu_time": cpu,
     }
 
 
