@@ -30,3 +30,23 @@ def test_a_course_under_tmp_stays_visible_inside_the_private_tmp():
 
     level, detail = sandbox.probe([], allow_paths=[folder], check=readable)
     assert level == sandbox.NAMESPACES, detail
+
+
+@pytest.mark.parametrize("in_checkout", [True, False])
+def test_the_grader_hides_the_checkout_it_imports_pecourse_from(tmp_path, monkeypatch, in_checkout):
+    # An editable install: the package's folder is in a checkout, whose solutions/ the sandbox
+    # must hide. An installed package (site-packages, no checkout above it): nothing to hide,
+    # and site-packages must stay on the server's path. Either way the grading server imports
+    # pecourse from the folder this process imports it from.
+    from pecourse.exercises import grade
+
+    root = tmp_path / ("course" if in_checkout else "site-packages")
+    (root / "pecourse").mkdir(parents=True)
+    if in_checkout:
+        (root / "pyproject.toml").write_text("")
+        (root / "notebooks").mkdir()
+    monkeypatch.setattr(grade.resources, "files", lambda name: root / name)
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    expected = [str(root.resolve()), str(root.resolve() / "solutions")] if in_checkout else []
+    assert grade._protected_defaults() == expected
+    assert grade._child_env()["PYTHONPATH"] == str(root)
