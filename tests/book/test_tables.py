@@ -157,7 +157,7 @@ def test_a_recordings_estimate_and_interval_and_long_values():
 def test_the_book_shows_recordings_as_tables(tmp_path):
     from pecourse.book import builder
 
-    builder.stage(tmp_path, chapters=[12])  # chapter 12 links to its recording
-    page = Path(tmp_path, "source", "pecourse", "lab", "results", "extrapolation.json.md")
-    assert "\n# Recording: extrapolation\n" in page.read_text(encoding="utf-8")
-    assert Path(tmp_path, "source", "pecourse", "lab", "results", "extrapolation.json").exists()
+    builder.stage(tmp_path, chapters=[14])  # chapter 14 links to its recording
+    page = Path(tmp_path, "source", "pecourse", "lab", "results", "extension_seeds.json.md")
+    assert "\n# Recording: extension_seeds\n" in page.read_text(encoding="utf-8")
+    assert Path(tmp_path, "source", "pecourse", "lab", "results", "extension_seeds.json").exists()
