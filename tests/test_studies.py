@@ -452,7 +452,7 @@ def test_augmentation_seeds_recording():
 
 # --- extension_seeds --------------------------------------------------------------------------
 
-_TINY = dict(lengths=(32, 64, 128), tokens=256, distances=(8, 16), samples=4, steps=1)
+_TINY = dict(lengths=(32, 64, 128), tokens=1024, distances=(8, 16), samples=4, steps=1)
 
 
 def test_extension_seeds_continues_each_seeds_own_base_and_resumes(tmp_path, monkeypatch):
@@ -772,7 +772,7 @@ def test_context_use_recording():
 def test_extension_controls_continue_each_seeds_own_base(tmp_path):
     from pecourse.lab.results import validate
 
-    kw = dict(lengths=(64, 128), tokens=256, distances=(16,), samples=4, steps=1)
+    kw = dict(lengths=(64, 128), tokens=1024, distances=(16,), samples=4, steps=1)
     out = studies.extension_controls(
         seeds=(1,),
         models=("rope_pi_finetune_64", "rope_passkey_finetune"),
@@ -784,6 +784,10 @@ def test_extension_controls_continue_each_seeds_own_base(tmp_path):
     assert set(runs) == {("rope_pi_finetune_64", 1), ("rope_passkey_finetune", 1)}
     assert out["protocol"]["controls"]["rope_pi_finetune_64"] == "rope_pose_pi_finetune"
     assert runs["rope_passkey_finetune", 1]["retrieval"]["16"]["trials"] == 4
+    # the text control states the context it uses (at its 256-character training length)
+    assert "context_used" in runs["rope_pi_finetune_64", 1]
+    assert "context_used" not in runs["rope_passkey_finetune", 1]
+    assert set(out["context_used"]) == {"rope_pi_finetune_64"}
     assert out["summary"]["rope_pi_finetune_64"]["sliding 128"]["per_seed"] == [
         runs["rope_pi_finetune_64", 1]["sliding"]["128"]["perplexity"]
     ]

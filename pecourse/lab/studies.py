@@ -874,6 +874,7 @@ def _by_position(s: dict):
             "curve": [round(v, 4) for v in losses.mean(0).tolist()],
             "bands": band_losses(losses, bands),
             "windows": losses.shape[0],
+            **_context_of(model, name, s),
         }
 
     return measure
@@ -891,7 +892,7 @@ loss_by_position = Study(
     ("sinusoidal", "rope", "t5", "alibi", "nope"),
     _by_position,
     {"length": 256, "tokens": 65536, "cuts": (64, 128)},
-    {"mode": "nonoverlapping", **_TEXT},
+    {"mode": "nonoverlapping", **_TEXT, "context_used": _CONTEXT + " (at the training length)"},
 )
 
 
@@ -910,7 +911,7 @@ def _shifted(s: dict):
                 "ci95": [lo, hi],
                 "max_abs": float(change.abs().max()),
             }
-        return out
+        return {**out, **_context_of(model, name, s)}
 
     return measure
 
@@ -933,6 +934,7 @@ position_shift = Study(
         **_TEXT,
         "positions": "shift .. shift + length - 1 in every window; shift 0 is the reference",
         "paired_interval": "95% percentile bootstrap over windows of the per-window mean difference",
+        "context_used": _CONTEXT + " (at the training length)",
     },
 )
 
@@ -1035,7 +1037,7 @@ def _augmentation(s: dict):
                 out["random_ids"] |= _perplexities({**s, "lengths": [n]}, model, positions=ids)
         if name in s["sliding"]:
             out["sliding"] = _perplexities(s, model, mode="sliding")
-        return out
+        return {**out, **_context_of(model, name, s)}
 
     return measure
 
@@ -1051,7 +1053,11 @@ augmentation_seeds = Study(
     ("rope", "rope_randomized", "rope_pose"),
     _augmentation,
     {"lengths": (64, 128, 256, 512), "tokens": 65536, "sliding": ("rope", "rope_pose")},
-    {"mode": "nonoverlapping with ids 0..L-1, sliding (stride L/4) where listed", **_TEXT},
+    {
+        "mode": "nonoverlapping with ids 0..L-1, sliding (stride L/4) where listed",
+        **_TEXT,
+        "context_used": _CONTEXT + " (at the training length, ids 0..2c-1)",
+    },
 )
 
 
@@ -1438,9 +1444,10 @@ def _extension(s: dict):
                 if scaled
                 else passkey(model, name)
             )
+        context = _context_of(model, name, s)  # the model as trained, with no scaling
         if scaled:
-            return {"scaled": {k: text(m, slide=k == "none") for k, m in scaled.items()}}
-        return text(model, slide=True)
+            return {"scaled": {k: text(m, slide=k == "none") for k, m in scaled.items()}, **context}
+        return {**text(model, slide=True), **context}
 
     return measure
 
@@ -1497,6 +1504,7 @@ _EXTENSION = dict(
         "base": "each seed's own base model (seed 0: the shipped checkpoint)",
         "budgets": "each fine-tune 100 steps from its seed's base; characters per step: "
         "4 x 256 on 256-character windows, 16 x 64 on 64-character ones; 16 keys per passkey step",
+        "context_used": _CONTEXT + " (each text model as trained, at its training length)",
     },
     summary=_by_label,
 )
@@ -1576,6 +1584,7 @@ def _mistakes(s: dict):
         return {
             "temperature": [temperature[k] for k in ("never", "once", "twice")],
             "stale_dynamic": {"effective_factor": stale, str(n): perplexity_interval(losses)},
+            **_context_of(model, name, s),
         }
 
     return measure
@@ -1597,6 +1606,7 @@ scaling_mistakes = Study(
         **_TEXT,
         "yarn": YARN_BETAS,
         "paired_interval": "95% percentile bootstrap over windows of the per-window mean difference",
+        "context_used": _CONTEXT + " (the unscaled model, at its training length)",
     },
 )
 

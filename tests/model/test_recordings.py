@@ -194,3 +194,21 @@ def test_a_recording_recomputes(name):
     """Slow (2-6 s each on a quiet core): one cell of each recording, recomputed under the full
     protocol, lies inside the recorded interval (and matches the recorded value)."""
     RECOMPUTE[name]()
+
+
+def test_every_text_model_states_the_context_it_uses():
+    """Issue 26's rule: a recording that scores a model trained on plain text says how much
+    context that model uses (``context_used``), in every row, so no chapter reads a text model's
+    perplexity as context use without the number beside it."""
+    from pecourse.lab.train import recipe
+
+    scored = 0
+    for name, study in studies.STUDIES.items():
+        if not isinstance(study, studies.Study):
+            continue
+        for row in recorded(name)["rows"]:
+            if recipe(row["model"])["train"]["data"] == "text":
+                scored += 1
+                assert isinstance(row.get("context_used"), int), (name, row["model"], row["seed"])
+                assert row["context_used"] >= 1, (name, row["model"])
+    assert scored >= 100  # the text models of at least a dozen studies, three seeds each
