@@ -90,10 +90,11 @@ checkpoints: setup
 
 # Rewrite every recording in pecourse/lab/results from the shipped checkpoints under the protocol
 # of pecourse.lab.evaluate: the studies and the base-crossing run of chapter 16. Every study
-# trains the (recipe, seed) pairs it needs once, into build/results-log/weights/, which the studies share; the recordings' cpu_seconds sum to about
-# 2.7 CPU-hours (the largest: needle_seeds 23 min, cope_selective_copy 17, retrieval_seeds,
-# extension_seeds and embedding_setup 14 each), plus about 35 minutes for rope_long's seeds 1
-# and 2, which context_use trains. Everything runs on one thread: about 3.5 hours.
+# trains the (recipe, seed) pairs it needs once, into build/results-log/weights/, which the studies
+# share. The recordings' cpu_seconds sum to about 2.3 CPU-hours (the largest: needle_seeds 23 min,
+# retrieval_seeds and embedding_setup 14 each); training a study found already done is not in
+# them (rope_long's seeds 1 and 2 alone took about 35 minutes). Everything runs on one thread:
+# plan on about 3.5 hours.
 # Each study draws a bar over its models and logs each finished one with its CPU time, then its
 # own total and the total of all; an interrupted run resumes from build/results-log/.
 # A test compares each recording's checkpoint hashes with the shipped files.
