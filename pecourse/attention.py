@@ -87,8 +87,10 @@ class PositionScheme(nn.Module):
     coordinates, see theirs).
     """
 
-    #: True for schemes whose maths only holds under a causal mask (xPos, CoPE).
+    #: True for schemes whose maths only holds under a causal mask (xPos, CoPE), and why: the
+    #: error a call with ``causal=False`` gets gives the scheme's own reason.
     requires_causal: bool = False
+    causal_reason: str = ""
     #: True for schemes whose output hook reads the attention probabilities (Shaw's value
     #: term): attention() then cannot hand the softmax to a fused kernel.
     needs_probs: bool = False
@@ -229,8 +231,7 @@ def attention(
     if scheme.requires_causal and not causal:
         raise ValueError(
             f"{type(scheme).__name__} requires causal=True, got causal=False: it is only "
-            "defined for keys at or before the query (xPos's scale grows without bound "
-            "after it; CoPE counts the keys between key and query)"
+            f"defined for keys at or before the query ({scheme.causal_reason})"
         )
     offset = lk - lq if causal else 0
     if q_positions is None:

@@ -284,8 +284,12 @@ def test_refuses_real_causal_only_schemes_without_mask(name):
 
     scheme = XPos(8) if name == "xpos" else CoPE(8, max_position=4)
     q, k, v = _qkv()
-    with pytest.raises(ValueError, match=rf"{type(scheme).__name__} requires causal=True"):
+    with pytest.raises(ValueError, match=rf"{type(scheme).__name__} requires causal=True") as err:
         attention(q, k, v, scheme, causal=False)
+    # the scheme's own reason, and no other scheme's (CoPE's error once explained xPos)
+    assert scheme.causal_reason and scheme.causal_reason in str(err.value)
+    other = "CoPE" if name == "xpos" else "xPos"
+    assert other not in str(err.value)
 
 
 def test_multihead_refuses_indivisible_d_model():

@@ -181,6 +181,7 @@ class CoPE(PositionScheme):
     """
 
     requires_causal = True
+    causal_reason = "a key's position counts the gated keys from it up to the query"
 
     def __init__(
         self,

@@ -69,6 +69,7 @@ class _Span(PositionScheme):
         self.inner = inner
         self.size = check_int(name, size, minimum=1)
         self.requires_causal = inner.requires_causal
+        self.causal_reason = inner.causal_reason
 
     def _outside(self, q_positions: Tensor, k_positions: Tensor) -> Tensor:
         raise NotImplementedError

@@ -171,6 +171,7 @@ class XPos(PositionScheme):
     """
 
     requires_causal = True
+    causal_reason = "its scale grows without bound for a key after the query"
 
     def __init__(
         self,
