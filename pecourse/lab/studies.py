@@ -1203,8 +1203,9 @@ cope_counting = Study(
     "cope_counting",
     r"""CoPE against RoPE on counting at three seeds of the shipped recipes (600 steps each):
     answer accuracy at the training length and at twice it, with a bootstrap interval over
-    ``samples`` fixed sequences.""",
-    ("cope_counting", "rope_counting"),
+    ``samples`` fixed sequences; and RoPE given four times the steps (``rope_counting_long``,
+    2,400), the control that tells learning faster from counting better.""",
+    ("cope_counting", "rope_counting", "rope_counting_long"),
     _counting_at,
     {"lengths": (64, 128), "samples": 512},
     {
