@@ -137,6 +137,9 @@ def test_ctrl_c_keeps_every_rating_given(data_dir):
         assert chunk, (seen + review.stderr.read()).decode()
         seen += chunk
     review.send_signal(signal.SIGINT)
+    # wait before closing stdin (communicate() closes it at once): under load an end of input can
+    # reach the review before the signal does, and end it normally
+    review.wait(timeout=60)
     out, err = review.communicate(timeout=60)
     assert review.returncode == 130, err.decode()
     assert "Traceback" not in err.decode() and "Reviewed 1 card;" in (seen + out).decode()
