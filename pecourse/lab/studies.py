@@ -3,7 +3,8 @@ its interval.
 
 The shipped checkpoints (:mod:`pecourse.lab.train`) are seed 0 of their recipes. Each study
 trains seeds 1 and 2 of the models a chapter draws a conclusion from (once, into a folder the
-studies share) and evaluates all three on fixed held-out sets. Each study returns a JSON-serialisable dict (a *recording*) with
+studies share) and evaluates all three on fixed held-out sets. Each study returns a
+JSON-serialisable dict (a *recording*) with
 
 * ``protocol`` — everything needed to rerun it: model sizes, training options, evaluation
   lengths and sample counts, the interval method;
