@@ -99,6 +99,9 @@ def _review_process(data_dir, *args):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env={**os.environ, "PECOURSE_DATA_DIR": str(data_dir), "COLUMNS": "100"},
+        # a learner's shell delivers Ctrl-C; pytest-xdist's workers ignore SIGINT, and a child
+        # inherits that (Python then installs no KeyboardInterrupt handler), so restore it
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
 
 
@@ -137,8 +140,8 @@ def test_ctrl_c_keeps_every_rating_given(data_dir):
         assert chunk, (seen + review.stderr.read()).decode()
         seen += chunk
     review.send_signal(signal.SIGINT)
-    # wait before closing stdin (communicate() closes it at once): under load an end of input can
-    # reach the review before the signal does, and end it normally
+    # wait before closing stdin (communicate() closes it at once): an end of input must not reach
+    # the review before the signal does
     review.wait(timeout=60)
     out, err = review.communicate(timeout=60)
     assert review.returncode == 130, err.decode()
