@@ -99,8 +99,8 @@ def _review_process(data_dir, *args):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env={**os.environ, "PECOURSE_DATA_DIR": str(data_dir), "COLUMNS": "100"},
-        # a learner's shell delivers Ctrl-C; pytest-xdist's workers ignore SIGINT, and a child
-        # inherits that (Python then installs no KeyboardInterrupt handler), so restore it
+        # a learner's shell delivers Ctrl-C; a test run started as a background job (a CI script)
+        # ignores SIGINT and a child inherits that (Python then installs no handler): restore it
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
 
