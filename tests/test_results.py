@@ -103,3 +103,18 @@ def test_write_validates_and_leaves_the_previous_recording_whole(tmp_path, monke
         results.write(_minimal(cpu_seconds=9.0), tmp_path)
     assert json.loads(path.read_text()) == _minimal()  # the old file, whole
     assert [p.name for p in tmp_path.iterdir()] == ["demo.json"]  # no temporary left over
+
+
+def test_fmt_and_order_read_intervals():
+    from pecourse.lab.results import fmt, order
+
+    a = {"perplexity": 4.771, "ci95": [4.70, 4.84]}
+    b = {"perplexity": 5.2, "ci95": [4.9, 5.5]}
+    c = {"perplexity": 4.8, "ci95": [4.75, 4.95]}
+    assert fmt(a) == "4.77 [4.70, 4.84]"
+    assert fmt({"accuracy": 0.5, "ci95": [0.44, 0.56]}, digits=3) == "0.500 [0.440, 0.560]"
+    assert order(b, a) == 1 and order(a, b) == -1 and order(a, c) == 0
+    with pytest.raises(ValueError, match="ci95"):
+        fmt({"perplexity": 4.0})
+    with pytest.raises(ValueError, match="b must be"):
+        order(a, 3)

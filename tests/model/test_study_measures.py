@@ -103,23 +103,3 @@ def test_multikey_splits_each_cell_by_where_the_target_lies():
             assert trials == [8, 8, 8] and successes[0] == successes[1] == successes[2]
         else:  # with two, the target is one or the other
             assert trials[1] + trials[2] == 8 and successes[1] + successes[2] == successes[0]
-
-
-def test_fmt_and_order_read_intervals():
-    from pecourse.lab.results import fmt, order
-
-    a = {"perplexity": 4.771, "ci95": [4.70, 4.84]}
-    b = {"perplexity": 5.2, "ci95": [4.9, 5.5]}
-    c = {"perplexity": 4.8, "ci95": [4.75, 4.95]}
-    assert fmt(a) == "4.77 [4.70, 4.84]"
-    assert fmt({"accuracy": 0.5, "ci95": [0.44, 0.56]}, digits=3) == "0.500 [0.440, 0.560]"
-    assert order(b, a) == 1 and order(a, b) == -1 and order(a, c) == 0
-    with pytest.raises(ValueError, match="ci95"):
-        fmt({"perplexity": 4.0})
-    with pytest.raises(ValueError, match="b must be"):
-        order(a, 3)
-
-
-def test_recorded_refuses_an_unknown_name():
-    with pytest.raises(ValueError, match="recordings"):
-        recorded("no_such_experiment")
