@@ -341,7 +341,7 @@ def test_extrapolation_seeds_recording():
     }
     for run in rec["rows"]:
         assert run["source"] == (
-            "shipped checkpoint" if run["seed"] == 0 else "trained by this study"
+            "shipped checkpoint" if run["seed"] == 0 else "trained for the studies"
         )
         for n in rec["protocol"]["lengths"]:
             cell = run[str(n)]
@@ -382,6 +382,7 @@ def test_retrieval_seeds_trains_each_recipe_with_its_own_budget_and_refuses_othe
     kept = _runs_by(recorded("retrieval_seeds"))["rope_passkey", 0]["retrieval"]
     assert run["retrieval"]["8"]["trials"] == 16 and kept["8"]["trials"] == 256
     assert run["short"]["8"]["trials"] == 16 and set(run["retrieval"]) == {"8", "96"}
+    assert run["learned"] is (run["short"]["8"]["accuracy"] > studies.LEARNED_ACCURACY)
     with pytest.raises(ValueError, match="models"):
         studies.retrieval_seeds(models=("rope",), steps=1)
     with pytest.raises(ValueError, match="seeds"):
@@ -403,8 +404,10 @@ def test_retrieval_seeds_recording():
     runs = _runs_by(rec)
     assert set(runs) == {(m, s) for m in p["models"] for s in rec["seeds"]}
     for (m, s), run in runs.items():
-        assert run["source"] == ("shipped checkpoint" if s == 0 else "trained by this study")
+        assert run["source"] == ("shipped checkpoint" if s == 0 else "trained for the studies")
         assert run["train_steps"] == RECIPES[m]["train"]["steps"]
+        inside = min(run["short"][str(d)]["accuracy"] for d in p["short_distances"])
+        assert run["learned"] is (inside > p["learned_above"])
         for part, ds in (("retrieval", p["distances"]), ("short", p["short_distances"])):
             curve = {d: run[part][str(d)]["accuracy"] for d in ds}
             assert run[f"{part}_effective"]["effective"] == evaluate.effective_context_length(curve)
@@ -541,7 +544,7 @@ def test_extension_seeds_recording():
             assert mine["ci95"] == pytest.approx(theirs["ci95"], abs=2e-4)
         for m in p["models"]:
             assert runs[m, s]["source"] == (
-                "shipped checkpoint" if s == 0 else "trained by this study"
+                "shipped checkpoint" if s == 0 else "trained for the studies"
             )
     for m in ("rope_pi_finetune", "rope_pose_pi_finetune"):
         mine = [runs[m, s] for s in rec["seeds"]]
@@ -619,7 +622,7 @@ def test_needle_seeds_recording():
     runs = _runs_by(rec)
     assert set(runs) == {(m, s) for m in p["models"] for s in rec["seeds"]}
     for (m, s), run in runs.items():
-        assert run["source"] == ("shipped checkpoint" if s == 0 else "trained by this study")
+        assert run["source"] == ("shipped checkpoint" if s == 0 else "trained for the studies")
         assert run["train_steps"] == RECIPES[m]["train"]["steps"]
         cells = [c for row in run["grid"].values() for c in row.values()]
         cells += [c for row in run["accuracy"].values() for c in row.values()]
@@ -715,7 +718,7 @@ def test_the_studies_command_logs_cpu_time_and_resumes_from_its_log_dir(
     assert studies.main(argv) == 0
     first = json.loads((out / "extrapolation_seeds.json").read_text())
     assert len((logs / "extrapolation_seeds.jsonl").read_text().splitlines()) == 1
-    assert "alibi seed 1, trained by this study" in caplog.text
+    assert "alibi seed 1, trained for the studies" in caplog.text
     assert f"extrapolation_seeds: {first['cpu_seconds']:.0f} CPU s" in caplog.text
     assert "1 studies:" in caplog.text
     # run again: the logged model is read back, not retrained, and the recording is the same
@@ -848,7 +851,7 @@ def test_a_declared_studys_recording_is_its_rows_read_by_its_declaration(name):
     assert set(runs) == {(m, s) for m in study.models for s in rec["seeds"]}
     for (m, s), run in runs.items():
         shipped = m in RECIPES and s == 0
-        assert run["source"] == ("shipped checkpoint" if shipped else "trained by this study")
+        assert run["source"] == ("shipped checkpoint" if shipped else "trained for the studies")
     again = study.reread(rec)
     assert set(again) == set(rec)
     for key in again:
