@@ -14,6 +14,7 @@ module                 schemes                                     place
 ``multidim``           2D/3D axial RoPE, M-RoPE                    queries and keys
 ``alibi``              ALiBi                                       the scores
 ``relative``           Shaw et al., T5 buckets                     the scores (and values)
+``distance_bias``      KERPLE (log, power), FIRE                   the scores
 ``cope``               contextual positions                        the scores
 ``vo_rope``            VO-RoPE / RoPER                             values (RoPER: + q/k)
 ``augmentation``       randomized positions, PoSE                  (the position ids)
@@ -40,6 +41,15 @@ from .alibi import ALiBi, alibi_bias
 from .alibi import slopes as alibi_slopes
 from .augmentation import pose_position_ids, randomized_positions
 from .cope import CoPE, cope_positions
+from .distance_bias import (
+    FIRE,
+    KerpleLog,
+    KerplePower,
+    fire_bias,
+    fire_distance,
+    kerple_log_bias,
+    kerple_power_bias,
+)
 from .multidim import (
     AxialRoPE,
     MRoPE,

@@ -16,6 +16,7 @@ from pecourse.attention import HOOKS, PLACES, NoPE, PositionScheme
 from pecourse.positions.absolute import LearnedAbsolute, Sinusoidal
 from pecourse.positions.alibi import ALiBi
 from pecourse.positions.cope import CoPE
+from pecourse.positions.distance_bias import FIRE, KerpleLog, KerplePower
 from pecourse.positions.multidim import AxialRoPE, MRoPE
 from pecourse.positions.relative import ShawKeysOnly, ShawRelative, T5RelativeBias
 from pecourse.positions.rope import RoPE
@@ -53,6 +54,9 @@ INSTANCES = {
     SelfExtend: lambda: SelfExtend(2, 2),
     ALiBi: lambda: ALiBi(HEADS),
     T5RelativeBias: lambda: T5RelativeBias(HEADS, num_buckets=8, max_distance=16),
+    KerpleLog: lambda: KerpleLog(HEADS),
+    KerplePower: lambda: KerplePower(HEADS),
+    FIRE: lambda: FIRE(HEADS, mlp_width=4, init_threshold=4.0),
     ShawRelative: lambda: ShawRelative(HEAD_DIM, 2),
     ShawKeysOnly: lambda: ShawKeysOnly(HEAD_DIM, 2),
     CoPE: lambda: CoPE(HEAD_DIM, 4),

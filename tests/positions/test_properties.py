@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from pecourse.attention import attention
 from pecourse.positions.alibi import ALiBi
+from pecourse.positions.distance_bias import FIRE, KerpleLog, KerplePower
 from pecourse.positions.multidim import AxialRoPE, MRoPE, apply_axial_rope, apply_mrope
 from pecourse.positions.relative import ShawRelative, T5RelativeBias
 from pecourse.positions.rope import RoPE, apply_rope
@@ -30,6 +31,10 @@ SCHEMES = {
         h, num_buckets=8, max_distance=16, bidirectional=False
     ),
     "shaw": lambda h, d: ShawRelative(d, max_distance=3),
+    "kerple_log": lambda h, d: KerpleLog(h),
+    "kerple_power": lambda h, d: KerplePower(h),
+    # FIRE is relative only while every query sits below its threshold (positions <= 5,060).
+    "fire_below_threshold": lambda h, d: FIRE(h, mlp_width=8, init_threshold=1e5),
     "vo_rope": lambda h, d: VORoPE(d),
     "roper": lambda h, d: RoPER(d, pairing="interleaved"),
     "mrope": lambda h, d: MRoPE(d, [1, d // 4, d // 2 - 1 - d // 4]),
