@@ -13,7 +13,7 @@ import pytest
 from pecourse.cli import main
 from pecourse.course import LEARNING_PATH
 from pecourse.flashcards.deck import TITLES, load_deck
-from pecourse.flashcards.render import _MATH
+from pecourse.flashcards.render import math_spans
 from pecourse.flashcards.store import ProgressStore
 from pecourse.flashcards.terminal import math_to_text
 
@@ -56,9 +56,9 @@ def test_review_in_the_terminal(data_dir, capsys, monkeypatch):
     question, answer = out.split("Your answer")[:2]
     assert "[…]" in question and "{{c1::" not in out
     # maths is shown as Unicode text, not LaTeX: every span of the card, converted
-    spans = _MATH.findall(alibi[0].answer())
+    spans = math_spans(alibi[0].answer())
     assert spans and all(_flat(math_to_text(m)) in answer for m in spans)
-    assert not _MATH.search(question + answer)
+    assert not math_spans(question + answer)
     assert f"[1/{len(alibi)}]" in out and f"[2/{len(alibi)}]" in out
     assert f"0 due and {len(alibi)} new of {len(alibi)} cards" in out
     assert "Please type 1, 2, 3, 4 or q." in out and "Reviewed 2 cards;" in out

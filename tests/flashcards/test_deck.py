@@ -21,7 +21,7 @@ from pecourse.flashcards.deck import (
     validate_deck,
 )
 from pecourse.flashcards.lint import answer_words
-from pecourse.flashcards.render import markdown_to_html
+from pecourse.flashcards.render import markdown_to_html, math_spans
 
 CARDS = load_deck()
 CARD_FILES = sorted(
@@ -192,5 +192,27 @@ def test_render_keeps_math_and_formats_markdown():
     html = markdown_to_html("**a** $x_i * y_j < 1$ *b*\n\n- one\n- two")
     assert "<strong>a</strong>" in html and "<em>b</em>" in html
     assert "$x_i * y_j &lt; 1$" in html
-    assert "<ul><li>one</li><li>two</li></ul>" in html
+    assert "<ul>\n<li>one</li>\n<li>two</li>\n</ul>" in html
     assert markdown_to_html("$$a$$ and $b$", math_style="anki") == r"<p>\[a\] and \(b\)</p>"
+    assert markdown_to_html("$$a$$\n\nb", math_style="anki") == "<p>\\[a\\]</p>\n<p>b</p>"
+
+
+@pytest.mark.parametrize(
+    ("text", "html", "spans"),
+    [
+        # a code span is code, even with dollars in it
+        ("`f($x$)`", "<p><code>f($x$)</code></p>", []),
+        # pandoc's rule: no space inside the dollars, so prices are not maths
+        ("from $5 to $6", "<p>from $5 to $6</p>", []),
+        ("$a$ and\n$b<c$", "<p>$a$ and<br>\n$b&lt;c$</p>", ["$a$", "$b<c$"]),
+        ("<b>x</b> & $y$", "<p>&lt;b&gt;x&lt;/b&gt; &amp; $y$</p>", ["$y$"]),  # raw HTML is text
+    ],
+)
+def test_what_is_maths_and_what_is_markdown(text, html, spans):
+    assert markdown_to_html(text) == html
+    assert math_spans(text) == spans
+
+
+def test_unknown_math_style_is_refused():
+    with pytest.raises(ValueError, match="math_style must be 'dollar' or 'anki'"):
+        markdown_to_html("x", math_style="latex")

@@ -5,8 +5,8 @@ import io
 import pytest
 from rich.console import Console
 
-from pecourse.flashcards.render import _MATH
-from pecourse.flashcards.terminal import math_to_text, show, to_markdown
+from pecourse.flashcards.render import MATH_TOKENS, math_spans
+from pecourse.flashcards.terminal import math_to_text, show, tokens
 
 
 @pytest.mark.parametrize(
@@ -37,7 +37,17 @@ def test_markdown_is_rendered_and_maths_is_not_read_as_markdown():
     assert "\x1b[" not in out and all(line == line.rstrip() for line in out.splitlines())
 
 
-def test_every_span_is_replaced():
-    text = "a $x$ b $$y^2$$ c $z_{10}$"
-    assert _MATH.findall(text) and not _MATH.search(to_markdown(text))
-    assert " ".join(_shown(text).split()) == "a x b y^2 c z_{10}"
+def _types(toks) -> set[str]:
+    return {t.type for tok in toks for t in [tok, *(tok.children or [])]}
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("a $x$ b $$y^2$$ c $z_{10}$", "a x b y^2 c z_{10}"),
+        ("above\n\n$$\\theta_i$$\n\nbelow", "above θ_i below"),  # a display block
+    ],
+)
+def test_every_span_is_replaced(text, shown):
+    assert math_spans(text) and not _types(tokens(text)) & set(MATH_TOKENS)
+    assert " ".join(_shown(text).split()) == shown
