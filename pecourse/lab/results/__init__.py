@@ -120,8 +120,9 @@ def validate(record) -> dict:
 
 
 def results_dir() -> Path:
-    """The folder of the shipped recordings (``pecourse/lab/results``)."""
-    return Path(__file__).resolve().parent
+    """The folder of the shipped recordings (``pecourse/lab/results``), where ``make results``
+    writes them: a folder on disk, as an editable or wheel install has it."""
+    return Path(str(resources.files(__package__))).resolve()
 
 
 def write(record: dict, folder=None) -> Path:
