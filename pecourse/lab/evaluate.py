@@ -1,14 +1,17 @@
 r"""Measuring what a trained tiny model does with position.
 
-* :func:`perplexity_by_length` — validation perplexity at several context lengths, either
-  on non-overlapping windows (Press et al. 2022, arXiv:2108.12409, the extrapolation tables)
-  or with a sliding window that scores only the last ``stride`` tokens of each window
-  (their appendix B: every scored token then has a long context, yet the model may not use it).
-* :func:`loss_by_position` — mean loss at each position of a window;
-  :func:`context_used` — how much context a model uses: the same characters scored with
+* :func:`window_losses` — the loss of every scored character of validation windows of one
+  length, either non-overlapping (Press et al. 2022, arXiv:2108.12409, the extrapolation
+  tables) or sliding, scoring only the last ``stride`` characters of each window (their
+  appendix B: every scored character then has a long context, yet the model may not use
+  it); :func:`perplexity_interval` and :func:`band_losses` read them, a window the unit of
+  the bootstrap; its column means are the loss by position.
+* :func:`context_used` — how much context a model uses: the same characters scored with
   doubling amounts of context (:func:`context_losses`), the farthest doubling that helps.
-* :func:`needle_accuracy` — passkey retrieval accuracy by needle distance;
-  :func:`effective_context_length` — the longest distance at which it stays above a threshold.
+* :func:`needle_outcomes` — each passkey sequence right or wrong, by needle distance;
+  :func:`retrieval` — accuracies with intervals; :func:`effective_context_length` — the
+  longest distance at which accuracy stays above a threshold
+  (:func:`effective_length_interval` with its interval).
 * :func:`multikey_outcomes` — the same among distractor needles (:func:`pecourse.lab.data.multikey_batch`);
   :func:`multikey_ranks` — where the target lies among them.
 * :func:`scale_rope` — training-free RoPE scaling at evaluation time (PI, NTK, YaRN,
@@ -16,7 +19,8 @@ r"""Measuring what a trained tiny model does with position.
 * :func:`task_accuracy` — accuracy on a synthetic task's answer tokens.
 
 Everything runs under ``torch.no_grad`` on fixed evaluation sets, so a measurement is the
-same on every run.
+same on every run. The defaults are the protocol's: a smaller measurement (a quick check in
+a chapter) passes its sizes explicitly.
 
 **The evaluation protocol** every chapter's recorded numbers follow (:data:`PROTOCOL`):
 
@@ -67,10 +71,6 @@ __all__ = [
     "multikey_cells",
     "retrieval",
     "effective_length_interval",
-    "validation_loss",
-    "perplexity_by_length",
-    "loss_by_position",
-    "needle_accuracy",
     "effective_context_length",
     "scale_rope",
     "task_accuracy",
@@ -88,26 +88,6 @@ def _lengths(lengths) -> list[int]:
     if isinstance(lengths, int):
         lengths = [lengths]
     return [check_int("length", n, minimum=2) for n in lengths]
-
-
-@torch.no_grad()
-def _sum_loss(
-    model, windows: torch.Tensor, score_from: int, batch_size: int, positions=None
-) -> tuple[float, int]:
-    """Summed next-token loss over positions ``score_from..`` of each window ``[n, L+1]``."""
-    total, count = 0.0, 0
-    ids = positions(windows.shape[1] - 1) if callable(positions) else positions
-    for i in range(0, len(windows), batch_size):
-        w = windows[i : i + batch_size]
-        logits, _ = model(w[:, :-1], ids)
-        lp = F.cross_entropy(
-            logits[:, score_from:].flatten(0, 1).float(),
-            w[:, 1 + score_from :].flatten(),
-            reduction="sum",
-        )
-        total += float(lp)
-        count += w[:, 1 + score_from :].numel()
-    return total, count
 
 
 # --- the evaluation protocol ----------------------------------------------------------------
@@ -593,124 +573,6 @@ def effective_length_interval(
         {d: float(torch.as_tensor(outcomes[d]).double().mean()) for d in ds}, threshold
     )
     return {"effective": point, "ci95": [int(lo), int(hi)], "threshold": threshold}
-
-
-def validation_loss(
-    model, length: int, *, tokens: int = 8192, batch_size: int = 8, positions=None
-) -> float:
-    """Mean next-character loss (nats) on non-overlapping validation windows of ``length``.
-
-    ``positions``: position ids ``[length]`` for every window, or a function of the length
-    returning them (default ``0..length-1``).
-    """
-    _check_model(model)
-    length = check_int("length", length, minimum=2)
-    tokens = check_int("tokens", tokens, minimum=length)
-    data = corpus("validation")[: tokens + 1]
-    n = tokens // length
-    windows = torch.stack([data[i * length : i * length + length + 1] for i in range(n)])
-    total, count = _sum_loss(model, windows, 0, batch_size, positions)
-    return total / count
-
-
-def perplexity_by_length(
-    model,
-    lengths,
-    *,
-    mode: str = "nonoverlapping",
-    stride: int | None = None,
-    tokens: int = 8192,
-    batch_size: int = 8,
-    positions=None,
-) -> dict[int, float]:
-    r"""``{length: perplexity}`` on the validation text (``exp`` of the mean loss in nats).
-
-    ``mode="nonoverlapping"``: the first ``tokens`` validation characters cut into windows
-    of ``length`` (Press et al. 2022, arXiv:2108.12409, Tables 2–3); every position
-    ``0..length-1`` is scored, so early tokens with little context are included.
-    ``mode="sliding"``: windows of ``length`` every ``stride`` characters (default
-    ``length // 4``), scoring only each window's last ``stride`` tokens, so every scored
-    token sees at least ``length - stride`` characters of context (their appendix B).
-    The same number of tokens is scored at every length (in sliding mode the scored span
-    starts at ``length - stride``, so it shifts with the length). ``positions`` (a function of the window
-    length returning ids ``[length]``) replaces the default ids ``0..length-1``, e.g. to
-    evaluate a model trained with randomized positions the way it was trained. A model
-    with a learned table refuses a length beyond it (the ``ValueError`` names
-    ``max_positions``).
-    """
-    _check_model(model)
-    check_choice("mode", mode, ("nonoverlapping", "sliding"))
-    tokens = check_int("tokens", tokens, minimum=2)
-    out = {}
-    for length in _lengths(lengths):
-        if mode == "nonoverlapping":
-            out[length] = math.exp(
-                validation_loss(
-                    model,
-                    length,
-                    tokens=max(tokens, length),
-                    batch_size=batch_size,
-                    positions=positions,
-                )
-            )
-            continue
-        s = check_int(
-            "stride",
-            stride if stride is not None else max(1, length // 4),
-            minimum=1,
-            maximum=length,
-        )
-        data = corpus("validation")[: tokens + length + 1]
-        starts = range(0, tokens - s + 1, s)  # window ends at start+length, scores the last s
-        windows = torch.stack([data[a : a + length + 1] for a in starts])
-        total, count = _sum_loss(model, windows, length - s, batch_size, positions)
-        out[length] = math.exp(total / count)
-    return out
-
-
-@torch.no_grad()
-def loss_by_position(
-    model, length: int, *, tokens: int = 8192, batch_size: int = 8
-) -> torch.Tensor:
-    """Mean loss (nats) at each position ``0..length-1`` of non-overlapping validation windows."""
-    _check_model(model)
-    length = check_int("length", length, minimum=2)
-    tokens = check_int("tokens", tokens, minimum=length)
-    data = corpus("validation")[: tokens + 1]
-    windows = torch.stack(
-        [data[i * length : i * length + length + 1] for i in range(tokens // length)]
-    )
-    total = torch.zeros(length)
-    for i in range(0, len(windows), batch_size):
-        w = windows[i : i + batch_size]
-        logits, _ = model(w[:, :-1])
-        lp = F.cross_entropy(logits.transpose(1, 2).float(), w[:, 1:], reduction="none")
-        total += lp.sum(0)
-    return total / len(windows)
-
-
-def needle_accuracy(
-    model,
-    distances,
-    *,
-    length: int | None = None,
-    samples: int = 32,
-    key_len: int = 4,
-    seed: int = 1234,
-    batch_size: int = 16,
-) -> dict[int, float]:
-    """``{distance: accuracy}`` on passkey retrieval: the mean of :func:`needle_outcomes`
-    (same arguments). Use :func:`retrieval` for the counts and intervals."""
-    outcomes = needle_outcomes(
-        model,
-        distances,
-        length=length,
-        samples=samples,
-        key_len=key_len,
-        seed=seed,
-        batch_size=batch_size,
-    )
-    return {d: float(ok.double().mean()) for d, ok in outcomes.items()}
 
 
 def effective_context_length(accuracy: dict, threshold: float = 0.5) -> int:

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from pecourse.lab import evaluate as ev
+from pecourse.lab.data import corpus
 from pecourse.lab.model import ModelConfig, TinyGPT
 
 SMALL = dict(d_model=32, n_layers=2, n_heads=4, train_len=32)
@@ -62,9 +63,11 @@ def test_window_losses_is_the_evaluators_perplexity(model):
     losses = ev.window_losses(model, 32, tokens=512)
     assert losses.shape == (16, 32) and losses.dtype == torch.float64
     ppl = ev.perplexity_interval(losses)
-    assert ppl["perplexity"] == pytest.approx(
-        ev.perplexity_by_length(model, [32], tokens=512)[32], rel=1e-4
-    )
+    # the mean over every character of the first 512, each predicted from its own window
+    text = corpus("validation")[:513]
+    logits = torch.cat([model(text[i : i + 32][None])[0][0] for i in range(0, 512, 32)])
+    nll = torch.nn.functional.cross_entropy(logits.double(), text[1:513])
+    assert ppl["perplexity"] == pytest.approx(math.exp(float(nll)), rel=1e-4)
     lo, hi = ppl["ci95"]
     assert lo < ppl["perplexity"] < hi and ppl["windows"] == 16 and ppl["tokens"] == 512
 
@@ -170,7 +173,8 @@ def test_retrieval_counts_and_wilson(model):
     assert table[8]["successes"] == 3 and table[8]["trials"] == 8
     assert table[8]["accuracy"] == 0.375
     assert table[8]["ci95"] == [round(x, 4) for x in ev.wilson_interval(3, 8)]
-    assert ev.needle_accuracy(model, [8], samples=8)[8] == float(out[8].double().mean())
+    again = ev.needle_outcomes(model, [8], samples=8)[8]
+    assert torch.equal(again, out[8]) and ev.retrieval({8: again})[8]["trials"] == 8
 
 
 class _Copier(TinyGPT):
