@@ -920,3 +920,70 @@ def test_the_controls_recompute_from_their_checkpoints():
     again = perplexity_interval(window_losses(load_checkpoint("sinusoidal"), 64))
     cell = _runs_by(setup)["sinusoidal", 0]["64"]
     assert again["perplexity"] == pytest.approx(cell["perplexity"], abs=2e-3)
+
+
+# --- chapters 01, 03 and 07: the table, the windows and the far keys -----------------------------
+
+
+def test_table_extension_measures_what_its_tables_are(tmp_path):
+    """One training step at seed 1: the copied and random tables leave the first 64 slots as
+    trained, interpolation ends on the old first and last rows, a rank-one table has all its
+    variance on one direction, and the paired difference is the difference of the slot losses."""
+    old = torch.randn(64, 8, generator=torch.Generator().manual_seed(0))
+    tables = studies._extended_tables(old, (3,))
+    assert set(tables) == {"random 3", "copied", "interpolated"}
+    assert torch.equal(tables["copied"][64:], old) and torch.equal(tables["random 3"][:64], old)
+    torch.testing.assert_close(tables["interpolated"][[0, 127]], old[[0, 63]])
+    ramp = torch.linspace(-1, 1, 64)[:, None] * torch.randn(1, 8)
+    assert studies._dial_share(ramp) == pytest.approx(1.0)
+    assert studies._dial_share(torch.eye(64)) == pytest.approx(1 / 63, rel=1e-6)
+    out = studies.table_extension(seeds=(1,), tokens=1024, steps=1, log=tmp_path / "log")
+    row = out["rows"][0]
+    assert row["copied"]["64"] == row["trained"] and row["interpolated"]["64"] != row["trained"]
+    assert row["copied"]["128"]["windows"] == 8 and isinstance(row["context_used"], int)
+    diff = row["copied_minus_random"]["3"]["mean"]
+    assert diff == pytest.approx(
+        row["copied"]["new_slots"]["loss"] - row["random 3"]["new_slots"]["loss"], abs=2e-4
+    )
+    assert out["summary"]["learned"]["dial_share"]["per_seed"] == [row["dial_share"]]
+
+
+def test_alibi_windows_of_a_head_without_content_are_its_prior():
+    """With the queries zeroed every score is the bias alone, so each measured window is the
+    prior, with an interval of width zero; the shipped model's steepest head keeps its prior."""
+    model = load_checkpoint("alibi")
+    blind = load_checkpoint("alibi")
+    with torch.no_grad():
+        for block in blind.blocks:
+            block.attn.q_proj.weight.zero_()
+            if block.attn.q_proj.bias is not None:
+                block.attn.q_proj.bias.zero_()
+    s = {"length": 256, "queries": 64, "tokens": 1024, "shares": (0.5, 0.9)}
+    got = studies.alibi_windows.measure(s)(blind, "alibi")
+    for cell in got["heads"].values():
+        for layer in range(4):
+            for share in ("0.5", "0.9"):
+                w = cell[f"layer {layer}"][share]
+                assert w["distance"] == cell[f"prior_{share}"] and w["ci95"] == [w["distance"]] * 2
+    assert [c["prior_0.9"] for c in got["heads"].values()] == [9, 36, 131, 189]
+    swap = got["slope_swap"]
+    assert swap["all steepest"]["perplexity"] != swap["as trained"]["perplexity"]
+    trained = studies.alibi_windows.measure(s)(model, "alibi")["heads"]["1/4"]
+    assert abs(trained["layer 0"]["0.9"]["distance"] - trained["prior_0.9"]) <= 2
+
+
+def test_t5_far_keys_edits_only_the_untrained_buckets():
+    """A model whose far buckets already hold the last trained value is unchanged by
+    copying it; the last bucket training reached at 64 is T5's bucket of distance 63."""
+    from pecourse.positions.relative import t5_bucket
+
+    model = load_checkpoint("t5")
+    with torch.no_grad():
+        for block in model.blocks:
+            block.attn.scheme.table.weight[27:] = block.attn.scheme.table.weight[26]
+    s = {"length": 128, "tokens": 1024, "mid": (20, 61)}
+    got = studies.t5_far_keys.measure(s)(model, "t5")
+    assert got["last_trained_bucket"] == int(t5_bucket(torch.tensor(-63), bidirectional=False))
+    assert got["far buckets = last trained"]["change"] == {"mean": 0.0, "ci95": [0.0, 0.0]}
+    assert got["far keys masked"]["change"]["mean"] != 0.0
+    assert got["128"]["windows"] == 8 and isinstance(got["context_used"], int)

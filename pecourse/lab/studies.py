@@ -68,6 +68,15 @@ recording to ``pecourse/lab/results/<name>.json``; :func:`load` reads it back.
                                           beside Men et al.'s bound
 :func:`scaling_mistakes`                  chapter 14: YaRN's temperature never or twice,
                                           and a stale dynamic-NTK table
+:func:`table_extension`                   chapter 01: the learned table's main direction,
+                                          and the table doubled by random, copied or
+                                          interpolated rows, seeds 0-2
+:func:`alibi_windows`                     chapter 03: each ALiBi head's window on text
+                                          against its slope's prior, and the slopes
+                                          swapped, seeds 0-2
+:func:`t5_far_keys`                       chapter 07: the T5 model at 512 with its
+                                          untrained far buckets edited or masked,
+                                          seeds 0-2
 ========================================  ==================================================
 
 Most studies are declared as data (:class:`Study`: recipes × seeds × one measurement) and
@@ -1625,6 +1634,348 @@ scaling_mistakes = Study(
     },
 )
 
+# --- chapter 01: what a trained position table holds, and extending it without training ------
+
+
+def _dial_share(table: torch.Tensor) -> float:
+    """The fraction of a position table's variance along its first principal direction
+    (rows centred over positions)."""
+    centred = table - table.mean(dim=0)
+    singular = torch.linalg.svdvals(centred.double())
+    return float(singular[0] ** 2 / (singular**2).sum())
+
+
+def _with_table(model: TinyGPT, rows: torch.Tensor) -> TinyGPT:
+    """``model`` with its learned position table replaced by ``rows`` (any number of rows)."""
+    options = {"learned": {"max_positions": rows.shape[0]}}
+    config = ModelConfig.from_dict({**model.config.to_dict(), "position_options": options})
+    new = TinyGPT(config)
+    new.load_state_dict(dict(model.state_dict(), **{"input_scheme.table.weight": rows}))
+    return new.eval()
+
+
+#: The training-free ways chapter 01 extends a 64-row table to 128 rows.
+TABLE_EXTENSIONS = ("random", "copied", "interpolated")
+
+
+def _extended_tables(old: torch.Tensor, random_seeds) -> dict:
+    """``old`` ``[n, d]`` doubled to ``2n`` rows: new rows drawn at random (one table per seed
+    of ``random_seeds``, at the trained rows' standard deviation), the old rows copied
+    (slot t reads row t mod n, Longformer's copy), or the old table stretched by linear
+    interpolation (slot t reads old position t(n-1)/(2n-1), ``align_corners=True``)."""
+    n, d = old.shape
+    out = {
+        f"random {s}": torch.cat(
+            [old, torch.randn(n, d, generator=torch.Generator().manual_seed(s)) * old.std()]
+        )
+        for s in random_seeds
+    }
+    out["copied"] = old[torch.arange(2 * n) % n]
+    out["interpolated"] = F.interpolate(old.T[None], size=2 * n, mode="linear", align_corners=True)[
+        0
+    ].T
+    return out
+
+
+def _table_extension(s: dict):
+    def measure(model, name):
+        old = model.input_scheme.table.weight.detach()
+        n = old.shape[0]
+        at_n = window_losses(model, n, tokens=s["tokens"])
+        out = {"dial_share": round(_dial_share(old), 4), "trained": perplexity_interval(at_n)}
+        past = {}  # per-window mean loss at the new slots n..2n-1, for the paired comparisons
+        for label, rows in _extended_tables(old, s["random_seeds"]).items():
+            variant = _with_table(model, rows)
+            # the old rows kept: at n the variant *is* the trained model
+            short = (
+                at_n
+                if torch.equal(rows[:n], old)
+                else window_losses(variant, n, tokens=s["tokens"])
+            )
+            long = window_losses(variant, 2 * n, tokens=s["tokens"])
+            past[label] = long[:, n:].mean(1)
+            cell = {str(n): perplexity_interval(short), str(2 * n): perplexity_interval(long)}
+            cell["rise"] = round(cell[str(2 * n)]["perplexity"] / out["trained"]["perplexity"], 4)
+            cell["new_slots"] = band_losses(long, [(n, 2 * n)])[f"{n}-{2 * n}"]
+            out[label] = cell
+        copied = {}
+        for seed in s["random_seeds"]:
+            diff = past["copied"] - past[f"random {seed}"]
+            lo, hi = bootstrap_interval(diff)
+            copied[str(seed)] = {
+                "mean": round(float(diff.mean()), 4),
+                "ci95": [round(lo, 4), round(hi, 4)],
+            }
+        out["copied_minus_random"] = copied
+        return {**out, **_context_of(model, name, s)}
+
+    return measure
+
+
+table_extension = Study(
+    "table_extension",
+    r"""Chapter 01: the learned position table of the text model at three seeds, and three
+    ways to double it without training.
+
+    For each seed of ``learned`` (4 layers, ``d = 64``, a 64-row table, 800 steps on
+    64-character windows; seed 0 the shipped checkpoint): the share of the table's variance
+    along its first principal direction (``dial_share``), and perplexity at 64 and 128
+    characters with the table extended to 128 rows by random new rows (one table per seed of
+    ``random_seeds``), copied rows (Beltagy et al. 2020, arXiv:2004.05150) or interpolated
+    rows, each with its interval, its rise from the trained model's perplexity at 64, the
+    mean loss at the new slots 64-127, and the per-window paired difference of that loss
+    between copied and random rows.""",
+    ("learned",),
+    _table_extension,
+    {"tokens": 65536, "random_seeds": (3, 4, 5)},
+    {
+        "mode": "nonoverlapping",
+        **_TEXT,
+        "extensions": {
+            "random": "rows 64-127 drawn from N(0, std of the trained rows), one table per seed",
+            "copied": "slot t reads trained row t mod 64",
+            "interpolated": "the table stretched to 128 rows, linear, align_corners=True",
+        },
+        "paired_interval": "95% percentile bootstrap over windows of the per-window mean difference",
+        "context_used": _CONTEXT + " (at the training length)",
+    },
+)
+
+
+# --- chapter 03: each ALiBi head's window on text, against its slope's prior -------------------
+
+
+@torch.no_grad()
+def _attention_by_distance(model: TinyGPT, windows: torch.Tensor, first: int) -> torch.Tensor:
+    """``[windows, layers, heads, length]``: for each window, the attention the queries
+    ``first..length-1`` put on keys at each distance back, averaged over those queries."""
+    from functools import partial
+
+    captured = {}
+
+    def keep(module, args, output, layer):
+        captured[layer] = type(module).forward(module, args[0], args[1], return_probs=True)[1]
+
+    n = windows.shape[1]
+    queries = torch.arange(first, n)
+    back = queries[:, None] - torch.arange(n)[None, :]  # distance of every key; < 0: future
+    visible = back >= 0
+    out = []
+    hooks = [
+        b.attn.register_forward_hook(partial(keep, layer=i)) for i, b in enumerate(model.blocks)
+    ]
+    try:
+        for i in range(0, len(windows), 16):
+            model(windows[i : i + 16])
+            per_layer = []
+            for layer in range(len(model.blocks)):
+                w = captured[layer][:, :, first:].double()  # [batch, heads, queries, keys]
+                hist = torch.zeros(*w.shape[:2], n, dtype=torch.float64)
+                hist.index_add_(2, back[visible], w[:, :, visible])
+                per_layer.append(hist / len(queries))
+            out.append(torch.stack(per_layer, 1))
+    finally:
+        for h in hooks:
+            h.remove()
+    return torch.cat(out)
+
+
+def _reach(by_distance: torch.Tensor, share: float) -> torch.Tensor:
+    """The smallest distance holding ``share`` of the attention, for each row of
+    ``[..., distances]``."""
+    return (by_distance.cumsum(-1) >= share - 1e-9).double().argmax(-1)
+
+
+def _window_interval(hist: torch.Tensor, share: float) -> dict:
+    """The window (:func:`_reach`) of the attention averaged over windows ``[windows,
+    distances]``, with a percentile-bootstrap interval over windows (taken outward: a
+    distance is a whole number)."""
+    from .evaluate import BOOTSTRAP_SEED, LEVEL, RESAMPLES
+
+    w = hist.shape[0]
+    g = torch.Generator().manual_seed(BOOTSTRAP_SEED)
+    idx = torch.randint(0, w, (RESAMPLES, w), generator=g)
+    counts = torch.zeros(RESAMPLES, w, dtype=torch.float64).scatter_add_(
+        1, idx, torch.ones(RESAMPLES, w, dtype=torch.float64)
+    )
+    reach = _reach(counts @ hist / w, share).double()
+    lo = torch.quantile(reach, (1 - LEVEL) / 2, interpolation="lower")
+    hi = torch.quantile(reach, (1 + LEVEL) / 2, interpolation="higher")
+    return {"distance": int(_reach(hist.mean(0), share)), "ci95": [int(lo), int(hi)]}
+
+
+def _alibi_windows(s: dict):
+    import copy
+
+    from .data import corpus
+
+    def measure(model, name):
+        n, first = s["length"], s["length"] - s["queries"]
+        windows = corpus("validation")[: (s["tokens"] // n) * n].view(-1, n)
+        hist = _attention_by_distance(model, windows, first)
+        queries = torch.arange(first, n)
+        back = (queries[:, None] - torch.arange(n)[None, :]).double()
+        slopes_ = model.blocks[0].attn.scheme.slopes.double()
+        heads = {}
+        for h, m in enumerate(slopes_.tolist()):
+            prior = torch.exp(-m * back.clamp(min=0)).masked_fill(back < 0, 0)
+            prior = prior / prior.sum(-1, keepdim=True)  # equal content: the bias alone
+            by_distance = torch.zeros(n, dtype=torch.float64)
+            by_distance.index_add_(0, back[back >= 0].long(), prior[back >= 0])
+            by_distance /= len(queries)
+            cell = {"slope": m}
+            for share in s["shares"]:
+                cell[f"prior_{share:g}"] = int(_reach(by_distance, share))
+            for layer in range(hist.shape[1]):
+                cell[f"layer {layer}"] = {
+                    f"{share:g}": _window_interval(hist[:, layer, h], share)
+                    for share in s["shares"]
+                }
+            heads[f"1/{1 / m:.0f}"] = cell
+        swapped = {}
+        for label, slope in (
+            ("as trained", None),
+            ("all steepest", max(slopes_)),
+            ("all shallowest", min(slopes_)),
+        ):
+            variant = copy.deepcopy(model)
+            if slope is not None:
+                for block in variant.blocks:
+                    block.attn.scheme.slopes = torch.full_like(
+                        block.attn.scheme.slopes, float(slope)
+                    )
+            swapped[label] = perplexity_interval(
+                window_losses(variant, model.config.train_len, tokens=s["tokens"])
+            )
+        return {
+            "heads": heads,
+            "slope_swap": swapped,
+            "attention_windows": len(windows),
+            **_context_of(model, name, s),
+        }
+
+    return measure
+
+
+alibi_windows = Study(
+    "alibi_windows",
+    r"""Chapter 03: does each trained ALiBi head spend its attention on text as its slope alone
+    would? At three seeds of the text model ``alibi`` (4 layers of 4 heads, slopes 1/4, 1/16,
+    1/64, 1/256; 800 steps on 64-character windows; seed 0 the shipped checkpoint).
+
+    The validation characters cut into windows of ``length``; for the last ``queries``
+    queries of each window, the attention each head puts on keys at each distance back,
+    averaged over those queries. Each head's window is the distance within which the average
+    holds each share of ``shares``, with a percentile-bootstrap interval over windows, beside
+    the prior: the same with equal content (the bias alone). Also the perplexity at the
+    training length with every slope set to the steepest or to the shallowest
+    (Press et al. 2022, arXiv:2108.12409, §3, choose a geometric set).""",
+    ("alibi",),
+    _alibi_windows,
+    {"length": 256, "queries": 64, "tokens": 65536, "shares": (0.5, 0.9)},
+    {
+        **_TEXT,
+        "window": "the smallest distance back holding the share of the attention averaged over "
+        "the queries and windows; interval: 95% percentile bootstrap over windows, 2000 "
+        "resamples, taken outward",
+        "slope_swap": "every head of every layer given one slope, no retraining; perplexity at "
+        "the training length, non-overlapping windows",
+        "context_used": _CONTEXT + " (at the training length)",
+    },
+)
+
+
+# --- chapter 07: what hurts a T5-bias model at 512: the far buckets or the far keys ----------
+
+
+def _t5_far_keys(s: dict):
+    import copy
+
+    from ..positions.relative import t5_bucket
+
+    def measure(model, name):
+        scheme = model.blocks[0].attn.scheme
+        n, long = model.config.train_len, s["length"]
+
+        def bucket(d):  # the causal bucket of keys d back (relative position key - query = -d)
+            return t5_bucket(
+                -torch.as_tensor(d),
+                bidirectional=False,
+                num_buckets=scheme.num_buckets,
+                max_distance=scheme.max_distance,
+            )
+
+        last = int(bucket(n - 1))  # the farthest bucket training reached
+        mid = bucket(torch.arange(*s["mid"]))
+        tables = [b.attn.scheme.table.weight.detach() for b in model.blocks]
+
+        def mid_mean(w):
+            w[last + 1 :] = w[mid].mean(0)
+
+        def copy_last(w):
+            w[last + 1 :] = w[last]
+
+        def mask_far(w):
+            w[last + 1 :] = -1e4
+
+        base = window_losses(model, long, tokens=s["tokens"])
+        out = {
+            "last_trained_bucket": last,
+            "bonus_left_by_copying": round(
+                min(float((w[last] - w[mid].mean(0)).min()) for w in tables), 4
+            ),
+            str(n): perplexity_interval(window_losses(model, n, tokens=s["tokens"])),
+            str(long): perplexity_interval(base),
+        }
+        for label, edit in (
+            ("far buckets = last trained", copy_last),
+            ("far buckets = mid mean", mid_mean),
+            ("far keys masked", mask_far),
+        ):
+            variant = copy.deepcopy(model)
+            with torch.no_grad():
+                for block in variant.blocks:
+                    edit(block.attn.scheme.table.weight)
+            losses = window_losses(variant, long, tokens=s["tokens"])
+            change = (losses - base).mean(1)
+            lo, hi = bootstrap_interval(change)
+            out[label] = {
+                str(long): perplexity_interval(losses),
+                "change": {
+                    "mean": round(float(change.mean()), 4),
+                    "ci95": [round(lo, 4), round(hi, 4)],
+                },
+            }
+        return {**out, **_context_of(model, name, s)}
+
+    return measure
+
+
+t5_far_keys = Study(
+    "t5_far_keys",
+    r"""Chapter 07: what hurts a T5-bias model on inputs eight times its training length?
+
+    At three seeds of ``t5`` (4 layers of 4 heads, a causal table of 32 buckets with
+    max_distance 128 in every layer; 800 steps on 64-character windows; seed 0 the shipped
+    checkpoint), the buckets past the last one training reached (distances beyond 66 at
+    64) hold their untrained values, near zero: a bonus over the mild penalty the heads learned
+    at middle distances. Three edits, without retraining, scored at ``length`` on the same
+    windows as the model as trained (paired per window): the far buckets set to the last
+    trained bucket, set to each head's mean over the distances ``mid`` (no bonus left), or
+    masked (no far keys at all).""",
+    ("t5",),
+    _t5_far_keys,
+    {"length": 512, "tokens": 65536, "mid": (20, 61)},
+    {
+        "mode": "nonoverlapping",
+        **_TEXT,
+        "mid": "distances mid[0] .. mid[1] - 1: each head's mean bias over them",
+        "paired_interval": "95% percentile bootstrap over windows of the per-window mean difference",
+        "context_used": _CONTEXT + " (at the training length)",
+    },
+)
+
+
 # --- recordings -------------------------------------------------------------------------------
 
 #: Study name -> function.
@@ -1650,6 +2001,9 @@ STUDIES = {
     "position_shift": position_shift,
     "rope_base": rope_base,
     "scaling_mistakes": scaling_mistakes,
+    "table_extension": table_extension,
+    "alibi_windows": alibi_windows,
+    "t5_far_keys": t5_far_keys,
 }
 
 

@@ -212,3 +212,48 @@ def test_every_text_model_states_the_context_it_uses():
                 assert isinstance(row.get("context_used"), int), (name, row["model"], row["seed"])
                 assert row["context_used"] >= 1, (name, row["model"])
     assert scored >= 100  # the text models of at least a dozen studies, three seeds each
+
+
+def test_chapter_01_03_07_recordings_agree_with_the_extrapolation_table():
+    """table_extension, alibi_windows and t5_far_keys score the same weights as
+    extrapolation_seeds (seed 0 shipped, seeds 1-2 the shared store) under the same protocol:
+    each model's perplexity at 64 (and T5's at 512) is the one recorded there, seed by seed.
+    Their own readings hold together: the old rows kept give the trained perplexity at 64, the
+    prior windows are the slopes' (the same at every seed), every window lies in its interval,
+    and seed 0's main direction is the shipped table's."""
+    table = recorded("extrapolation_seeds")
+    ref = {(r["model"], r["seed"]): r for r in table["rows"]}
+    ext, win, far = (recorded(n) for n in ("table_extension", "alibi_windows", "t5_far_keys"))
+    for rec in (ext, win, far):
+        assert rec["seeds"] == [0, 1, 2]
+        for row in rec["rows"]:
+            assert isinstance(row["context_used"], int) and row["context_used"] >= 1
+    for row in ext["rows"]:
+        ppl = ref["learned", row["seed"]]["64"]["perplexity"]
+        assert row["trained"]["perplexity"] == pytest.approx(ppl, abs=2e-3)
+        for label in ("random 3", "random 4", "random 5", "copied"):
+            assert row[label]["64"] == row["trained"]
+            assert row[label]["rise"] == pytest.approx(
+                row[label]["128"]["perplexity"] / ppl, abs=2e-3
+            )
+    share = studies._dial_share(load_checkpoint("learned").input_scheme.table.weight.detach())
+    assert _seed0(ext, "learned")["dial_share"] == pytest.approx(share, abs=1e-4)
+    priors = None
+    for row in win["rows"]:
+        assert row["slope_swap"]["as trained"]["perplexity"] == pytest.approx(
+            ref["alibi", row["seed"]]["64"]["perplexity"], abs=2e-3
+        )
+        mine = [(h, c["prior_0.5"], c["prior_0.9"]) for h, c in row["heads"].items()]
+        assert priors in (None, mine)
+        priors = mine
+        for cell in row["heads"].values():
+            for layer in range(4):
+                for w in cell[f"layer {layer}"].values():
+                    assert w["ci95"][0] <= w["distance"] <= w["ci95"][1]
+    assert [p[2] for p in priors] == [9, 36, 131, 189]
+    for row in far["rows"]:
+        for n in ("64", "512"):
+            assert row[n]["perplexity"] == pytest.approx(
+                ref["t5", row["seed"]][n]["perplexity"], abs=2e-3
+            )
+        assert row["last_trained_bucket"] == 26
