@@ -11,6 +11,7 @@ second build re-reads only what changed (Sphinx's doctrees live in ``<out>-doctr
 from __future__ import annotations
 
 import collections
+import concurrent.futures
 import json
 import logging
 import os
@@ -91,16 +92,21 @@ def _read_json(path: Path) -> dict:
 
 
 def stage(
-    src: Path, chapters=None, root: Path | None = None, frames_cache: Path | None = None
+    src: Path,
+    chapters=None,
+    root: Path | None = None,
+    frames_cache: Path | None = None,
+    jobs: int = 1,
 ) -> list[str]:
     """Write the book's sources for ``chapters`` (all for ``None``) from ``root`` (default:
     the checkout) into ``src``.
 
     A partial build (some chapters) keeps the start page, the chapters' exercises and
     flashcards, and only the source pages they link to. With ``frames_cache`` (a folder), the
-    chapters' one-slider explorers are drawn at each value of a grid, in a kernel, and kept
-    there (:mod:`pecourse.book.frames`); without, they keep their saved output. Returns the
-    docnames written.
+    chapters' explorers are drawn for a grid of their controls' values, in a kernel, and kept
+    there (:mod:`pecourse.book.frames`; the figures are staged under ``_explorers/``); without,
+    they keep their saved output; ``jobs`` chapters are drawn at a time, each in its own
+    kernel. Returns the docnames written.
     """
     numbers = check_chapters(chapters)
     full = chapters is None
@@ -134,11 +140,15 @@ def stage(
     out = _Stager(src)
 
     # Chapters and the start page.
-    for name in ([START_HERE] if f"notebooks/{START_HERE}" in docs else []) + [
+    names = ([START_HERE] if f"notebooks/{START_HERE}" in docs else []) + [
         c.slug for c in chapters_in
-    ]:
+    ]
+    drawn_in = _draw_all([nb_dir / f"{n}.ipynb" for n in names], frames_cache, jobs)
+    for name in names:
         flashcards = f"flashcards/{name}.md" if f"flashcards/{name}" in docs else None
-        drawn = _frames(nb_dir / f"{name}.ipynb", frames_cache) if frames_cache else {}
+        drawn = drawn_in.get(nb_dir / f"{name}.ipynb", {})
+        for figure in (f for d in drawn.values() for f in d.frames if isinstance(f, bytes)):
+            out.write(frames.frame_file(figure), figure)  # copied into the site after Sphinx
         nb = pages.prepare_notebook(
             _read_json(nb_dir / f"{name}.ipynb"), site, "notebooks", flashcards, drawn
         )
@@ -187,13 +197,25 @@ def stage(
     return sorted(docs)
 
 
+def _draw_all(
+    paths: list[Path], cache: Path | None, jobs: int
+) -> dict[Path, dict[int, frames.Frames]]:
+    """Each notebook's explorers drawn (or read from ``cache``), ``jobs`` notebooks at a time
+    (each runs in its own kernel process; threads only wait on them)."""
+    if cache is None:
+        return {}
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        return dict(zip(paths, pool.map(lambda p: _frames(p, cache), paths)))
+
+
 def _frames(path: Path, cache: Path) -> dict[int, frames.Frames]:
     """A chapter's explorers drawn at build time; none, with a warning, when drawing fails (a
     chapter being rewritten must not stop the book: its explorers keep their saved output)."""
     try:
         return frames.drawn(path, pages.find_explorers(_read_json(path)), cache)
     except Exception as exc:  # the chapter's own code, run in a kernel: anything can fail
-        log.warning("%s: explorers not drawn, saved output shown (%s)", path.name, exc)
+        why = (str(exc).strip().splitlines() or [type(exc).__name__])[-1]  # not the whole cell
+        log.warning("%s: explorers not drawn, saved output shown (%s)", path.name, why)
         return {}
 
 
@@ -344,12 +366,15 @@ def build(
     root: Path | None = None,
     cache: Path | None = None,
     jobs: int | None = None,
+    frames_cache: Path | None = None,
 ) -> BuildResult:
     """Build the book into ``out`` (all chapters, or only ``chapters``) and return a summary.
 
     ``root`` is the checkout whose notebooks, cards and source are staged; the Sphinx
     configuration, the default ``out`` and the asset ``cache`` are those of the checkout the
-    command runs in (:func:`pecourse.course.checkout`). Logs each step and Sphinx's progress.
+    command runs in (:func:`pecourse.course.checkout`); the explorers' figures are kept in
+    ``frames_cache`` (default: the folder ``<out>-frames`` beside ``out``). Logs each step and
+    Sphinx's progress.
     Raises ``RuntimeError`` with Sphinx's own message when the build fails; warnings are
     returned, not raised (a chapter being rewritten must not stop the book).
     """
@@ -359,8 +384,9 @@ def build(
     src = out.with_name(out.name + "-src")
     doctrees = out.with_name(out.name + "-doctrees")
     static = assets.ensure_assets(cache)
-    docs = stage(src, chapters, root, frames_cache=out.with_name(out.name + "-frames"))
+    frames_cache = frames_cache or out.with_name(out.name + "-frames")
     jobs = jobs or min(2, os.cpu_count() or 1)
+    docs = stage(src, chapters, root, frames_cache=frames_cache, jobs=jobs)
     warnings_file = out.with_name(out.name + "-warnings.txt")
     command = [
         sys.executable, "-m", "sphinx", "-b", "html", "-N", "-c", str(here / CONFIG_DIR),
@@ -379,6 +405,7 @@ def build(
 
     log.info("writing the search's page texts")
     write_pages(out)
+    _copy_figures(src / frames.FRAMES_DIR, out / frames.FRAMES_DIR)
 
     warnings += broken_maths_in(src)
     return BuildResult(
@@ -387,6 +414,21 @@ def build(
         warnings=tuple(w for w in warnings if w.strip()),
         seconds=time.perf_counter() - start,
     )
+
+
+def _copy_figures(staged: Path, site: Path) -> None:
+    """The explorers' figures into the site, as staged (the pages name them in HTML that Sphinx
+    does not read, so Sphinx does not copy them); figures no page names any more are removed."""
+    site.mkdir(parents=True, exist_ok=True)
+    wanted = {p.name for p in staged.glob("*.png")} if staged.is_dir() else set()
+    for old in site.glob("*.png"):
+        if old.name not in wanted:
+            old.unlink()
+    for name in wanted:
+        target = site / name
+        if not target.exists():  # named by content: an existing file is the same figure
+            target.write_bytes((staged / name).read_bytes())
+    log.info("%d explorer figures in %s", len(wanted), site)
 
 
 # Sphinx's progress lines: "reading sources... [ 40%] notebooks/08_rope".

@@ -9,9 +9,10 @@ typeset (no raw ``$``/``$$``/``\\(`` left in the prose, no MathJax error); every
 loaded; every saved widget rendered; a copy button on every code cell; no code cell that
 scrolls sideways on a 1366 px laptop screen (the viewport); on a chapter, previous/next links
 and a table of contents. Then what a reader does: move an explorer's slider and see its label
-change, press → on a slider and on a code block and stay on the page, switch the system to
-dark mode and see the page follow, flip a flashcard, search (the expected page among the first
-three results, a snippet under every result, no recording in them). Plus a static pass
+change (and, for an explorer drawn at build time, its figure), press → on a slider and on a
+code block and stay on the page, switch the system to dark mode and see the page follow, flip
+a flashcard, search (the expected page among the first three results, a snippet under every
+result, no recording in them). Plus a static pass
 over every HTML file: each local link and asset it names exists, none loads from a server, and
 the chapters' previous/next links follow the suggested reading path.
 :func:`broken_maths_in` reads the staged Markdown before Sphinx does (the builder reports
@@ -267,7 +268,7 @@ def _check_page(page, url: str, report: PageReport) -> None:
         report.problems.append(f"untypeset maths ({len(raw)}), e.g. …{around}…")
     if re.search(r"\{\{c\d+::", prose):
         report.problems.append("raw cloze markup ({{c1::...}}) on the page")
-    report.sliders = page.locator(".widget-slider").count()
+    report.sliders = page.locator(f"{SLIDERS}, {DRAWN_SLIDERS}").count()
     report.maths = page.locator("mjx-container").count()
     errors = page.locator("mjx-merror").count()
     if errors:
@@ -333,10 +334,12 @@ def _output_overflow(page) -> tuple[list[str], int]:
     return wide, count
 
 
-# The WCAG contrast ratio of the first widget label's text against the background it is drawn
-# on (the nearest ancestor with an opaque one); null without a widget label.
+# The WCAG contrast ratio of the first widget label's (or drawn explorer's label's) text
+# against the background it is drawn on (the nearest ancestor with an opaque one); null
+# without a widget label.
 _WIDGET_CONTRAST = """() => {
-  const label = document.querySelector('.widget-slider .widget-readout, .widget-label');
+  const label = document.querySelector(
+    '.widget-slider .widget-readout, .widget-label, .pecourse-frames label');
   if (!label) return null;
   const rgb = c => (c.match(/[0-9.]+/g) || []).map(Number);
   const lum = ([r, g, b]) => [r, g, b].map(v => {
@@ -385,9 +388,54 @@ def _dark_mode(page) -> str:
     return "; ".join(problems)
 
 
+# A saved widget's slider, and one of an explorer drawn at build time (pecourse.book.frames).
+SLIDERS = ".widget-slider"
+DRAWN_SLIDERS = ".pecourse-frames input[type=range]"
+
+# The figure a drawn explorer shows: its file, and whether it loaded (0 while loading).
+_DRAWN_FIGURE = """box => {
+  const img = box.querySelector('img');
+  return [img.getAttribute('src') || '', img.complete ? img.naturalWidth : 0];
+}"""
+
+
+def _move_drawn(page) -> str:
+    """Click along the first drawn explorer's first slider; '' when its readout and its
+    figure changed and the new figure loaded."""
+    box = page.locator(".pecourse-frames").filter(has=page.locator("input[type=range]")).first
+    slider = box.locator("input[type=range]").first
+    readout = box.locator("output").first  # a range input's readout (other controls have none)
+    slider.scroll_into_view_if_needed()
+    before, (figure, _) = readout.inner_text(), box.evaluate(_DRAWN_FIGURE)
+    for where in (0.9, 0.1):  # a slider already near one end moves towards the other
+        track = slider.bounding_box()
+        if not track:
+            return "the drawn explorer's slider has no size on the page"
+        page.mouse.click(track["x"] + track["width"] * where, track["y"] + track["height"] / 2)
+        page.wait_for_timeout(200)
+        if readout.inner_text() == before:
+            continue
+        try:
+            page.wait_for_function(
+                "box => { const i = box.querySelector('img'); return i.complete; }",
+                arg=box.element_handle(),
+                timeout=5000,
+            )
+        except Exception:
+            return "the drawn explorer's new figure did not finish loading"
+        src, width = box.evaluate(_DRAWN_FIGURE)
+        if src == figure:
+            return f"the readout moved to {readout.inner_text()!r} but the figure stayed {src}"
+        return "" if width > 0 else f"the drawn explorer's figure did not load: {src}"
+    return f"the drawn explorer's readout stayed at {before!r} after clicks along its track"
+
+
 def _move_slider(page) -> str:
-    """Drag the first slider of the page; '' when its label changed."""
-    slider = page.locator(".widget-slider").first
+    """Move the page's first explorer: a drawn one (:func:`_move_drawn`) if it has one, else
+    drag a saved widget's slider; '' when its label changed (and a drawn one's figure)."""
+    if page.locator(DRAWN_SLIDERS).count():
+        return _move_drawn(page)
+    slider = page.locator(SLIDERS).first
     if slider.count() == 0:
         return "no slider on the page"
     slider.scroll_into_view_if_needed()
@@ -409,7 +457,10 @@ def _move_slider(page) -> str:
     return f"the slider's label stayed at {before!r} after a drag"
 
 
-ARROW_TARGETS = (("a slider", ".widget-slider .noUi-handle"), ("a code block", ".cell_input pre"))
+ARROW_TARGETS = (
+    ("a slider", f"{SLIDERS} .noUi-handle, {DRAWN_SLIDERS}"),
+    ("a code block", ".cell_input pre"),
+)
 
 
 def _arrow_keys(page, wait_ms: int = 800) -> str:
@@ -642,7 +693,7 @@ def _screenshots(page, folder: Path, stem: str) -> list[Path]:
     top, widget = folder / f"{stem}-top.png", folder / f"{stem}-explorer.png"
     page.evaluate("() => window.scrollTo(0, 0)")
     page.screenshot(path=str(top))
-    page.locator(".widget-slider").first.scroll_into_view_if_needed()
+    page.locator(f".pecourse-frames, {SLIDERS}").first.scroll_into_view_if_needed()
     page.evaluate("() => window.scrollBy(0, -120)")
     page.screenshot(path=str(widget))
     return [top, widget]

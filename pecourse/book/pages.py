@@ -9,10 +9,11 @@ applies them to copies in the staging folder (the committed notebooks are never 
   page; a link to a chapter left out of a partial build becomes plain text.
 - **Widgets.** A notebook executed by ``pecourse.notebook_tools`` carries its widgets' saved
   state, which the widget manager renders in the page. Controls joined by ``jslink`` work
-  without a kernel. An explorer whose output is computed by Python (``interact``) with one
-  slider is shown redrawn from figures drawn when the book was built, one per value on a grid
-  (:mod:`pecourse.book.frames`); any other gets a note above it saying that it needs Python,
-  and shows its saved output. A widget with no saved state is removed and the note says why.
+  without a kernel. An explorer whose output is computed by Python (``interact``) is shown
+  redrawn from figures drawn when the book was built, for a grid of its controls' values
+  (:mod:`pecourse.book.frames`); one with a control the book cannot offer gets a note above it
+  saying that it needs Python, and shows its saved output. A widget with no saved state is
+  removed and the note says why.
   The flashcard quiz (which needs Python and a progress database) gives way to a link to the
   chapter's flashcard page.
 - **Scaffolding folded.** A long code cell (a figure's plumbing) or one that writes the prose
@@ -42,7 +43,13 @@ from pathlib import Path
 from typing import Any
 
 from pecourse.book import tables
-from pecourse.book.frames import SLIDERS, Explorer, Frames, explorer_html, slider_grid
+from pecourse.book.frames import (
+    Explorer,
+    Frames,
+    control_from_state,
+    explorer_html,
+    make_explorer,
+)
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
@@ -221,13 +228,11 @@ def needs_kernel(state: dict[str, Any], model_id: str) -> bool:
     return False
 
 
-# Models an explorer is built from that a reader does not set.
-_LAYOUT = {"VBoxModel", "HBoxModel", "BoxModel", "OutputModel", "LayoutModel"}
-
-
 def find_explorers(notebook: dict[str, Any]) -> list[Explorer]:
-    """The cells whose saved output is an explorer with exactly one slider: what the book draws
-    at build time (:mod:`pecourse.book.frames`)."""
+    """The cells whose saved output is an ``interact`` explorer whose every control the book
+    can offer (:func:`pecourse.book.frames.control_from_state`): what the book draws at build
+    time. The controls are read from the saved widget state, in the order the explorer shows
+    them (its box's children; the last child is its output)."""
     state = saved_widget_state(notebook)
     found = []
     for index, cell in enumerate(notebook.get("cells", [])):
@@ -236,21 +241,14 @@ def find_explorers(notebook: dict[str, Any]) -> list[Explorer]:
         views = _widget_views(cell)
         if len(views) != 1 or views[0] not in state:
             continue
-        controls = [
-            state[m]
-            for m in reachable_models(state, views[0])
-            if state[m].get("model_name", "") not in _LAYOUT
-            and not state[m].get("model_name", "").endswith("StyleModel")
-            and m != views[0]
-        ]
-        if len(controls) != 1 or controls[0].get("model_name") not in SLIDERS:
+        children = state[views[0]].get("state", {}).get("children", [])
+        ids = [m.group(1) for m in map(_REF.match, children) if m and m.group(1) in state]
+        if len(ids) != len(children):
             continue
-        slider = controls[0]["state"]
-        kind = SLIDERS[controls[0]["model_name"]]
-        grid = slider_grid(slider, kind)
-        found.append(
-            Explorer(index, str(slider.get("description", "")), grid, kind(slider["value"]))
-        )
+        parts = [state[i] for i in ids if state[i].get("model_name") != "OutputModel"]
+        controls = [control_from_state(p.get("model_name", ""), p.get("state", {})) for p in parts]
+        if controls and None not in controls:
+            found.append(make_explorer(index, controls))
     return found
 
 
@@ -284,10 +282,29 @@ YOUR_MACHINE = (
 )
 FRAMED = (
     "The explorer below was drawn when the book was built",
-    "Its figure is computed by Python, so the book shows it redrawn for {count} values of "
-    "`{name}`, drawn from the chapter when the book was built. Open the chapter in JupyterLab "
-    "(`make lab`, or `pecourse start FOLDER` from an installed package) for every value.",
+    "Its figure is computed by Python, so the book shows {count} figures drawn from the chapter "
+    "when the book was built: {rule}. Open the chapter in JupyterLab (`make lab`, or "
+    "`pecourse start FOLDER` from an installed package) for every value.",
 )
+FRAMED_FULL = "every combination of the values its controls offer here"
+FRAMED_ONE = (
+    "each control over the values it offers here, with the others at their starting values "
+    "(moving one control puts the others back)"
+)
+
+
+def framed_note(explorer: Explorer) -> tuple[str, str]:
+    """The note above a drawn explorer: how many figures, and which combinations."""
+    title, body = FRAMED
+    count = len(explorer.combos)
+    if len(explorer.controls) == 1:
+        c = explorer.controls[0]
+        rule = f"one for each of {len(c.values)} values of `{c.name}`"
+    else:
+        rule = FRAMED_FULL if explorer.full else FRAMED_ONE
+    return title, body.format(count=count, rule=rule)
+
+
 NO_STATE = (
     "The explorer below needs Python",
     "The notebook was saved without this widget's state, so the book cannot show it. Open the "
@@ -359,12 +376,10 @@ def prepare_notebook(
         elif index in frames:
             drawn = frames[index]
             cell["outputs"] = [o for o in cell["outputs"] if WIDGET_VIEW not in o.get("data", {})]
-            html = explorer_html(drawn)
+            html = explorer_html(drawn, here)
             cell["outputs"].append({"output_type": "display_data", "metadata": {},
                                     "data": {"text/html": html}})  # fmt: skip
-            title, body = FRAMED
-            count, name = len(drawn.explorer.values), drawn.explorer.name
-            cells.insert(len(cells) - 1, _note(title, body.format(count=count, name=name)))
+            cells.insert(len(cells) - 1, _note(*framed_note(drawn.explorer)))
         elif any(needs_kernel(state, v) for v in views):
             cells.insert(len(cells) - 1, _note(*NEEDS_PYTHON))
     nb["cells"] = cells

@@ -22,6 +22,8 @@ from pecourse.book import assets, builder, check, pages
 from pecourse.notebook_tools import execute
 
 SCREENS = course.checkout() / "build" / "book-screens"
+# The explorers' figures, drawn once per chapter version (make book keeps them here too).
+FRAMES = course.checkout() / "build" / "book-frames"
 FULL = os.environ.get("PECOURSE_BOOK_FULL") == "1"
 
 
@@ -48,7 +50,7 @@ def _require_browser():
 def test_the_book_in_a_browser(tmp_path):
     # Slow (about 20 s quiet, 45 s on a loaded machine): a Sphinx build and a browser session.
     _require_browser()
-    result = builder.build(tmp_path / "book", chapters=None if FULL else [3])
+    result = builder.build(tmp_path / "book", chapters=None if FULL else [3], frames_cache=FRAMES)
     assert result.warnings == ()
     report = check.check_book(
         result.out, screenshots=SCREENS, search=("ALiBi", "notebooks/03_alibi.html")
@@ -63,7 +65,8 @@ def test_the_book_in_a_browser(tmp_path):
     }
     by_path = {p.path: p for p in report.pages}
     alibi = by_path["notebooks/03_alibi.html"]
-    assert alibi.widgets >= 1 and alibi.maths > 20 and alibi.images >= 3
+    # the explorer's five sliders, drawn at build time (pecourse.book.frames)
+    assert alibi.sliders >= 5 and alibi.maths > 20 and alibi.images >= 3
     assert by_path["flashcards/03_alibi.html"].maths > 0
     assert all(path.exists() for path in report.screenshots) and report.screenshots
 
@@ -92,7 +95,7 @@ def test_chapters_08_and_14_read_on_a_laptop_screen(tmp_path):
     # Slow (about 60 s): builds two long chapters and opens them at 1366 px. Each has 25 code
     # cells; before they wrapped, the review found most of them scrolling sideways.
     _require_browser()
-    result = builder.build(tmp_path / "book", chapters=[8, 14, 16])
+    result = builder.build(tmp_path / "book", chapters=[8, 14, 16], frames_cache=FRAMES)
     assert result.warnings == ()
     # previous/next follow the reading path: 08 → 16 → … → 14, not the numbers
     assert check.reading_path_links(result.out) == []
