@@ -10,8 +10,9 @@ blocked.
 - :mod:`pecourse.book.assets`: the pinned npm packages.
 - :mod:`pecourse.book.pages`: what happens to a notebook on its way into the book.
 - :mod:`pecourse.book.cards`: the flashcard pages.
-- :mod:`pecourse.book.frames`: explorers with one slider, drawn before Sphinx runs (the one
-  part of the build that runs a chapter's code, in a kernel), so that they move in the page.
+- :mod:`pecourse.book.frames`: the chapters' explorers, drawn for a grid of their controls'
+  values before Sphinx runs (the one part of the build that runs a chapter's code, in a
+  kernel), so that they move in the page.
 - :mod:`pecourse.book.builder`: staging and the Sphinx run.
 """
 
