@@ -110,8 +110,9 @@ STUDIES := cope_counting text_extrapolation imposed_windows windowed_passkey gri
 
 # The course as a static website in build/book/ (open build/book/index.html; it works from
 # file:// with no network). Renders the committed notebooks as they are, never re-executes
-# them; only an explorer with one slider is drawn again, at a dozen values, by running its
-# chapter in a kernel up to it (cached in build/book-frames/). The first build fetches MathJax
+# them; only the explorers are drawn again, for a grid of their controls' values, by running
+# each chapter in a kernel up to them (about 6 CPU-minutes the first time, then cached in
+# build/book-frames/ until a chapter changes). The first build fetches MathJax
 # and the widget manager with npm (pinned in book/assets.json, cached in build/book-assets/).
 book: setup
 	$(BIN)/python -m pecourse.book build
