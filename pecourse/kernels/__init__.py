@@ -1,27 +1,16 @@
-"""Fast paths for the course's position schemes: CPU RoPE, a fused Triton RoPE, FlexAttention.
+"""Fast paths for the course's position schemes; the readable maths is in :mod:`pecourse.positions`.
 
-The modules here are *optimisations* of maths that lives, in readable form, in
-:mod:`pecourse.positions`. Each one is checked against that reference in ``tests/kernels``.
+- :mod:`~pecourse.kernels.rope_cpu`: one-pass RoPE on the CPU (a small C kernel);
+- :mod:`~pecourse.kernels.rope`: :data:`FAST_ROPE`, cached tables plus that kernel, the backend
+  the model's rotary layers use; :data:`apply_rope` is
+  :func:`pecourse.positions.rope.apply_rope` with ``backend=FAST_ROPE``;
+- :mod:`~pecourse.kernels.rope_triton`: queries and keys rotated in one Triton launch
+  (``TRITON_ROPE``); set ``TRITON_INTERPRET=1`` before importing it to run without a GPU;
+- :mod:`~pecourse.kernels.flex`: ALiBi / T5 / masks through FlexAttention, without the
+  ``L x L`` bias tensor.
 
-- :mod:`pecourse.kernels.rope_cpu` — one-pass RoPE on the CPU (a small C kernel,
-  ``rope_cpu.c``, compiled on first use, with the readable rotation as the fallback);
-- :mod:`pecourse.kernels.rope` — the fast RoPE: cached cos/sin tables plus that kernel,
-  :data:`FAST_ROPE`, the backend the model's rotary layers use.
-- :mod:`pecourse.kernels.rope_triton` — queries and keys rotated in one Triton launch, forward
-  and backward, as the custom op ``torch.ops.pecourse.rope_qk``, and ``TRITON_ROPE``, a
-  backend any rotary scheme can take. Importing it imports Triton:
-  on a machine without a GPU set ``TRITON_INTERPRET=1`` *before* importing it to run the
-  kernel in Triton's interpreter (slow, for tests).
-- :mod:`pecourse.kernels.flex` — attention with ALiBi / T5 / causal / sliding-window biases
-  through FlexAttention, without the ``L x L`` bias tensor.
-
-Every compiled path is checked against its reference on the machine it runs on, the first
-time it meets a configuration, and falls back (with a ``CompiledPathWarning``) where it
-disagrees: :mod:`pecourse.kernels.verify`; ``pecourse info`` shows the verdicts.
-
-:data:`apply_rope` is :func:`pecourse.positions.rope.apply_rope` with ``backend=FAST_ROPE``.
-This package builds on :mod:`pecourse.positions`, never the reverse (``docs/architecture.md``).
-
+Every compiled path is checked against its reference on the machine it runs on and falls
+back with a ``CompiledPathWarning`` where it disagrees (:mod:`~pecourse.kernels.verify`).
 Nothing is imported eagerly: ``import pecourse.kernels`` is free.
 """
 

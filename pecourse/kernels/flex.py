@@ -29,15 +29,10 @@ process and reuses the compiled function; pass ``compiled=`` your own
 ``torch.compile(torch.nn.attention.flex_attention.flex_attention)`` to control caching
 (tests compile a fresh one each).
 
-The C++ that inductor generates depends on the CPU's instruction set, and torch 2.13's CPU
-template has been seen to return wrong rows (and NaN) on an AVX2-only machine for lengths
-such as 40 that were right elsewhere. So :func:`flex_attention` never trusts a compiled
-kernel it has not checked: the first call of each configuration (score_mod, mask, shapes,
-dtype, device) compares the compiled kernel with eager FlexAttention on a random probe of
-the same shapes, and falls back to eager — with one ``CompiledPathWarning`` — where they
-differ (:mod:`pecourse.kernels.verify`). Because that miscompile is intermittent (a probe
-can pass and a later call fail), the ALiBi and T5 wrappers also run the CPU kernel only at
-lengths that are multiples of 16, padding and masking the rest (:func:`padded_length`).
+The C++ that inductor generates depends on the CPU's instruction set, so
+:func:`flex_attention` trusts a compiled kernel only after it agreed with eager FlexAttention
+on a probe of the same configuration (:mod:`pecourse.kernels.verify`), and the ALiBi and T5
+wrappers run the CPU kernel only at lengths that are multiples of 16 (:func:`padded_length`).
 """
 
 from __future__ import annotations
@@ -241,17 +236,25 @@ def _check_qkv(q: Tensor, k: Tensor, v: Tensor) -> None:
         )
 
 
+def _closure(fn) -> list[tuple[str, object]]:
+    """``(name, value)`` of each filled cell ``fn`` closes over."""
+    code, cells = getattr(fn, "__code__", None), getattr(fn, "__closure__", None) or ()
+    out = []
+    for var, cell in zip(code.co_freevars if code else (), cells):
+        try:
+            out.append((var, cell.cell_contents))
+        except ValueError:  # an empty cell
+            pass
+    return out
+
+
 def _fn_key(fn, depth: int = 0):
     """What the compiled kernel depends on in a ``score_mod``/``mask_mod``: its code and the
     scalars it closes over (tensors by shape and dtype only: they are kernel inputs)."""
     if fn is None or depth > 3:
         return None
     cells = []
-    for cell in getattr(fn, "__closure__", None) or ():
-        try:
-            val = cell.cell_contents
-        except ValueError:  # an empty cell
-            val = None
+    for _, val in _closure(fn):
         if isinstance(val, bool | int | float | str | type(None)):
             cells.append(val)
         elif isinstance(val, Tensor):
@@ -268,15 +271,7 @@ def _fn_name(fn) -> str:
     if fn is None:
         return "none"
     name = getattr(fn, "__qualname__", type(fn).__name__).split(".<locals>")[0]
-    code, cells = getattr(fn, "__code__", None), getattr(fn, "__closure__", None) or ()
-    scalars = []
-    for var, cell in zip(code.co_freevars if code else (), cells):
-        try:
-            val = cell.cell_contents
-        except ValueError:
-            continue
-        if isinstance(val, bool | int | float):
-            scalars.append(f"{var}={val}")
+    scalars = [f"{var}={val}" for var, val in _closure(fn) if isinstance(val, bool | int | float)]
     return f"{name}({', '.join(scalars)})"
 
 
@@ -348,12 +343,9 @@ def flex_attention(
 
     ``q`` ``[b, h, Lq, d]``, ``k``/``v`` ``[b, h_kv, Lk, d]``. ``compiled=True`` uses one
     process-wide ``torch.compile``\\ d FlexAttention; a callable is used as given; ``False``
-    calls the eager (score-materialising) implementation.
-
-    A compiled path is trusted only after it agreed with eager FlexAttention on a probe of
-    the same configuration (score_mod and mask, shapes, dtype, device) in this process
-    (:mod:`pecourse.kernels.verify`); where it did not, a ``CompiledPathWarning`` says so once
-    and the eager implementation answers for that configuration.
+    calls the eager (score-materialising) implementation. Where a compiled path disagreed
+    with eager on a probe of this configuration (score_mod and mask, shapes, dtype, device),
+    a ``CompiledPathWarning`` says so once and eager answers (:mod:`pecourse.kernels.verify`).
     """
     _check_qkv(q, k, v)
     kwargs = dict(

@@ -1,20 +1,12 @@
-r"""The fast RoPE: the rotary core's two steps, each made fast, with the same numbers.
+"""The fast RoPE: the rotary core's two steps (:mod:`pecourse.positions.rotary`), each made fast.
 
-:mod:`pecourse.positions.rotary` is RoPE in two functions: build the angle table
-(``cos_sin``), rotate the pairs (``rotate_pairs``). This module swaps each for a fast one of
-the same signature:
+- :func:`cos_sin` keeps the tables of the positions that recur (:data:`TABLES`): every layer
+  of a forward pass, and every training step at a fixed length, rotates at the same positions;
+- :func:`pecourse.kernels.rope_cpu.rotate` rotates in one pass with a small C kernel.
 
-- :func:`cos_sin` keeps the tables of the positions that recur (:data:`TABLES`): every
-  layer of a forward pass rotates at the same positions, and so does every training step at
-  a fixed length; production code (transformers' ``LlamaRotaryEmbedding``) builds the table
-  once per forward for the same reason;
-- :func:`pecourse.kernels.rope_cpu.rotate` rotates in one pass with a small C kernel
-  (:func:`~pecourse.kernels.rope_cpu.rotate_qk`: queries and keys in one call).
-
-Together they are :data:`FAST_ROPE`, the backend the model gives its rotary layers
-(:func:`pecourse.lab.model.build_scheme`). :data:`apply_rope` is
-:func:`pecourse.positions.rope.apply_rope` with ``backend=FAST_ROPE``: the same function,
-so the same arguments, checks and numbers.
+Together they are :data:`FAST_ROPE`, the backend the model gives its rotary layers.
+:data:`apply_rope` is :func:`pecourse.positions.rope.apply_rope` with ``backend=FAST_ROPE``:
+the same function, so the same arguments, checks and numbers.
 """
 
 from __future__ import annotations
@@ -105,7 +97,5 @@ def cos_sin(
 #: Cached tables and the C kernel: the rotary core's numbers, fast.
 FAST_ROPE = rotary.Rotary(cos_sin, rope_cpu.rotate, "fast", rope_cpu.rotate_qk)
 
-#: :func:`pecourse.positions.rope.apply_rope` on :data:`FAST_ROPE`: the table from
-#: :data:`TABLES`, the rotation from the C kernel (or the readable rotation where the kernel
-#: is unavailable or disagreed with it here, see :mod:`pecourse.kernels.verify`).
+#: :func:`pecourse.positions.rope.apply_rope` on :data:`FAST_ROPE`.
 apply_rope = functools.partial(_rope.apply_rope, backend=FAST_ROPE)

@@ -6,49 +6,30 @@ RoPE (Su et al., 2021, arXiv:2104.09864, eq. 34) rotates each pair of dimensions
 .. math::
     a' = a\cos(p\theta_j) - b\sin(p\theta_j), \qquad b' = b\cos(p\theta_j) + a\sin(p\theta_j).
 
-Written the transformers way, ``x * cos + rotate_half(x) * sin``, that one line makes four
-full-size temporaries (``-x2``, the ``cat``, ``x * cos``, ``rotate_half(x) * sin``) plus the
-result: six passes over memory for work that needs one read and one write. This module does
-that one pass.
+Written the transformers way, ``x * cos + rotate_half(x) * sin`` makes four full-size
+temporaries: six passes over memory for work that needs one read and one write. A ~100-line C
+kernel (``rope_cpu.c`` beside this file; no PyTorch headers, so ``gcc`` builds it in under a
+second), loaded with :mod:`ctypes`, which releases the GIL so chunks of rows run on a small
+thread pool, does that one pass: faster than transformers' code eager or under
+``torch.compile`` (which also takes seconds to compile, again for every new dtype or rank),
+close to a plain copy (``benchmarks/rope_cpu.py``, ``benchmarks/results/rope_cpu.json``).
 
-Why a C kernel: three options, measured side by side on the course machine
-(AMD EPYC, one thread, queries and keys ``[4, 8, 2048, 64]`` float32;
-``benchmarks/rope_cpu.py``, ``benchmarks/results/rope_cpu.json``), as speed relative to transformers' eager code and to
-a plain copy of the same tensors (the memory-bandwidth limit):
+The shared library is cached under ``platformdirs.user_cache_dir("pecourse")`` (or
+``$PECOURSE_CACHE_DIR``), keyed by a hash of the source, the compiler and the CPU. Without a
+C compiler, when the build fails, or with ``PECOURSE_NO_CKERNEL=1``, every call falls back to
+:func:`pecourse.positions.rotary.rotate_pairs` (same numbers); :func:`backend` says which is in
+use and :func:`build_error` why. :func:`rotate` has the signature of ``rotate_pairs``, so
+:data:`pecourse.kernels.FAST_ROPE` can stand in for the readable core in any rotary scheme.
 
-- PyTorch ops written into a preallocated output: 1.4-1.6x transformers' eager speed,
-  0.15x a copy — still one strided pass per product.
-- ``torch.compile`` of transformers' function: 3x eager, 0.3x a copy, after 10-40 s of
-  compilation on first use and a recompilation for every new dtype / rank / pairing — too
-  slow to start for a notebook that calls RoPE once on a small tensor.
-- **A ~100-line C kernel** (``rope_cpu.c`` beside this file; no PyTorch headers, so ``gcc`` builds it in under a second,
-  unlike ``cpp_extension.load_inline``, which needs ninja — not a dependency of this
-  package — and tens of seconds for ``torch/extension.h``), loaded with :mod:`ctypes`,
-  which releases the GIL so chunks of rows run on a small thread pool: one read and one
-  write per element, 8.5x eager and 0.9x a copy (forward; forward + backward 6-7x and
-  0.7-0.8x; two runs on a loaded machine).
+Numerics follow the course convention: the caller passes ``cos``/``sin`` tables (float64
+angles, rounded once); the products are formed in float32 (float64 for float64 inputs) and
+the result is rounded once to the input dtype. The kernel is compiled without fused
+multiply-adds (``-ffp-contract=off``, no SLP vectorizer), so it matches the PyTorch reference
+bit for bit in every dtype.
 
-The shared library is cached under the user cache directory
-(``platformdirs.user_cache_dir("pecourse")``, or ``$PECOURSE_CACHE_DIR``), keyed by a hash of
-the source, the compiler and the CPU, so a fresh clone builds it once, offline. If there is
-no C compiler, the build fails, or ``PECOURSE_NO_CKERNEL=1`` is set, every call falls back to
-:func:`pecourse.positions.rotary.rotate_pairs` (pure PyTorch, same numbers);
-:func:`backend` says which is in use and :func:`build_error` why. :func:`rotate` has the
-signature of ``rotate_pairs``, so :data:`pecourse.kernels.FAST_ROPE` can stand in for the
-readable core in any rotary scheme.
-
-Numerics follow the course convention: angles are never formed here — the caller passes
-``cos``/``sin`` tables already computed in float64 and rounded to float32 (float64 for
-float64 inputs) — the products are formed in float32 (float64), and the result is rounded
-once to the input dtype. The C kernel is compiled with ``-ffp-contract=off`` (and without
-the SLP vectorizer, which GCC 12 lets form ``vfmaddsub`` anyway) so that no fused
-multiply-add sneaks in: it matches the PyTorch reference bit for bit in every dtype.
-
-Autograd: RoPE is an orthogonal map, so the backward pass is the rotation by ``-theta``,
-i.e. the same kernel with ``sin`` negated (``inverse=True``). That backward is itself
-differentiable, so double backward works. Gradients with respect to ``cos``/``sin`` are not
-produced by the kernel: if either requires grad, the reference path is used. Under
-``torch.compile`` the reference is traced too (the compiler fuses it into one pass itself).
+Autograd: RoPE is orthogonal, so the backward pass is the same kernel with ``sin`` negated
+(``inverse=True``), itself differentiable. If ``cos``/``sin`` require grad, or under
+``torch.compile`` (which fuses the reference itself), the reference path is used.
 """
 
 from __future__ import annotations
@@ -514,22 +495,13 @@ def _apply(
 def rotate(
     x: Tensor, cos: Tensor, sin: Tensor, *, pairing: str = "half", inverse: bool = False
 ) -> Tensor:
-    r"""Rotate the first ``rotary_dim`` dimensions of ``x`` by RoPE angles (arXiv:2104.09864, eq. 34).
+    """:func:`pecourse.positions.rotary.rotate_pairs` in one pass: same arguments and numbers.
 
-    ``x`` is ``[..., seq, head_dim]`` (usually ``[batch, heads, seq, head_dim]``), any float
-    dtype, any strides. ``cos``/``sin`` are ``[seq, rotary_dim // 2]`` (shared by the batch) or
-    ``[batch, seq, rotary_dim // 2]`` (per-batch positions; a batch of 1 is shared): one value
-    per *pair*, from :func:`pecourse.positions.rotary.cos_sin`. Dimensions ``rotary_dim..head_dim-1`` are passed through (partial
-    rotary, as in GPT-NeoX / Phi). ``pairing`` is ``"half"`` (``x_i`` with ``x_{i+R/2}``,
-    transformers / NeoX) or ``"interleaved"`` (``x_{2i}`` with ``x_{2i+1}``, GPT-J / Meta).
-    ``inverse=True`` rotates by ``-theta``.
-
-    Returns a new tensor of ``x``'s shape and dtype, laid out as ``x`` where ``x`` is dense
-    (a transposed view stays one, so the views it came from cost nothing, forwards or
-    backwards), else contiguous. The products are formed in float32 (float64 for float64
-    inputs). Differentiable in ``x`` (and in ``cos``/``sin``
-    through the reference path). Checks the tables against ``x`` (sequence length, batch,
-    ``rotary_dim <= head_dim``) and the pairing.
+    ``x`` is ``[..., seq, head_dim]``, any float dtype, any strides; ``cos``/``sin`` are
+    ``[seq, pairs]`` or ``[batch, seq, pairs]`` (a batch of 1 is shared). The result is laid
+    out as ``x`` where ``x`` is dense (a transposed view stays one, so the views it came from
+    cost nothing, forwards or backwards), else contiguous. Checks the tables against ``x``
+    (sequence length, batch, ``rotary_dim <= head_dim``) and the pairing.
     """
     cos, sin = _shared_row(cos, sin)
     _check(x, cos, sin, pairing)

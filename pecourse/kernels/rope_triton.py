@@ -1,39 +1,23 @@
-r"""Fused RoPE in Triton: queries and keys rotated in one launch, forward and backward.
+"""Fused RoPE in Triton: queries and keys rotated in one launch, forward and backward.
 
-RoPE (Su et al., 2021, arXiv:2104.09864, eq. 34) rotates each pair ``(a, b)`` of a query or
-key at position ``p`` by ``p * theta_j``:
-``(a, b) -> (a cos - b sin, b cos + a sin)``. The operation is memory-bound — two loads, a
-handful of flops, two stores per pair — so the only thing a kernel can win is memory traffic:
-read ``q`` and ``k`` once, write them once, and read the small ``cos``/``sin`` tables from
-cache. One launch covers both tensors (one program per batch element, block of positions
-and group of four heads — query heads first, then key heads — so each program loads its
-``cos``/``sin`` tile once for four heads), and grouped-query attention with fewer key heads
-costs nothing extra.
+RoPE (arXiv:2104.09864, eq. 34) is memory-bound — two loads, a handful of flops, two stores
+per pair — so all a kernel can win is memory traffic: read ``q`` and ``k`` once, write them
+once, and read the small ``cos``/``sin`` tables from cache. One launch covers both tensors (one
+program per batch element, block of positions and group of four heads, so each program loads
+its table tile once for four heads); grouped-query attention costs nothing extra. Both
+pairings, partial rotary, shared or per-batch tables, float32 arithmetic for 16-bit inputs
+(float64 for float64); the backward pass is the same kernel with ``sin`` negated.
 
-What the kernel supports: both pairings (``"half"``: ``x_j`` with ``x_{j+R/2}`` —
-transformers / NeoX; ``"interleaved"``: ``x_{2j}`` with ``x_{2j+1}`` — GPT-J / Meta), a
-partial rotary dimension ``R <= head_dim`` (dims ``R..head_dim-1`` are copied), explicit
-positions (the tables are built from any position ids, per batch element or shared, so
-decoding at an offset is just other rows), different query and key head counts, and
-float32 / bfloat16 / float16 inputs with float32 arithmetic (float64 inputs use float64).
-The backward pass is the rotation by ``-theta`` (RoPE is orthogonal), the same kernel with
-``sin`` negated.
-
-It is exposed as the custom op ``torch.ops.pecourse.rope_qk`` with a fake (meta)
-implementation and an autograd formula, so ``torch.compile`` traces through it without a
-graph break and ``torch.library.opcheck`` passes. :data:`TRITON_ROPE` is the rotary core's
-table with this kernel's rotation: a backend for
-:func:`pecourse.positions.rope.apply_rope` and every rotary scheme
-(``apply_rope(x, positions, backend=TRITON_ROPE)``). Where it runs:
+It is the custom op ``torch.ops.pecourse.rope_qk`` with a fake implementation and an
+autograd formula, so ``torch.compile`` traces through it without a graph break.
+:data:`TRITON_ROPE` is the rotary core's table with this kernel's rotation, a backend for every
+rotary scheme (``apply_rope(x, positions, backend=TRITON_ROPE)``). Where it runs
+(:func:`backend`):
 
 - CUDA tensors with Triton installed: the Triton kernel;
-- CPU tensors when ``TRITON_INTERPRET=1`` was set *before this module was imported*: the
-  same Triton kernel in Triton's interpreter (slow; this is how the tests check it without a
-  GPU);
-- anything else (no Triton, CPU without the interpreter, other devices): the package's
-  PyTorch implementation (:func:`pecourse.kernels.rope_cpu.rotate`).
-
-:func:`backend` says which one a device gets.
+- CPU tensors when ``TRITON_INTERPRET=1`` was set *before this module was imported*: the same
+  kernel in Triton's interpreter (slow; how the tests check it without a GPU);
+- anything else: :func:`pecourse.kernels.rope_cpu.rotate`.
 """
 
 from __future__ import annotations
@@ -43,8 +27,7 @@ import os
 import torch
 from torch import Tensor
 
-from .._validate import check_choice, check_tensor
-from ..positions.rotary import PAIRINGS, Rotary, _check_x, cos_sin, rotate_pairs
+from ..positions.rotary import Rotary, _check_x, cos_sin, rotate_pairs
 from . import rope_cpu, verify
 
 __all__ = ["rope_qk", "rotate", "TRITON_ROPE", "backend", "HAS_TRITON", "INTERPRET"]
@@ -175,6 +158,12 @@ if HAS_TRITON:
             if head < HQ:
                 x = q_ptr + pid_b * sq_b + head * sq_h
                 o = qo_ptr + (pid_b * HQ + head) * S * D
+                stride_s = sq_s
+            else:
+                x = k_ptr + pid_b * sk_b + (head - HQ) * sk_h
+                o = ko_ptr + (pid_b * HK + head - HQ) * S * D
+                stride_s = sk_s
+            if head < HQ + HK:
                 _rotate_tile(
                     x,
                     o,
@@ -182,7 +171,7 @@ if HAS_TRITON:
                     s,
                     offs_s,
                     mask_s,
-                    sq_s,
+                    stride_s,
                     D,
                     D,
                     R,
@@ -191,27 +180,6 @@ if HAS_TRITON:
                     INTERLEAVED,
                     MANUAL_BF16,
                 )
-            else:
-                if head < HQ + HK:
-                    hk = head - HQ
-                    x = k_ptr + pid_b * sk_b + hk * sk_h
-                    o = ko_ptr + (pid_b * HK + hk) * S * D
-                    _rotate_tile(
-                        x,
-                        o,
-                        c,
-                        s,
-                        offs_s,
-                        mask_s,
-                        sk_s,
-                        D,
-                        D,
-                        R,
-                        HALF_PAD,
-                        PASS_PAD,
-                        INTERLEAVED,
-                        MANUAL_BF16,
-                    )
 
 
 def _next_pow2(n: int) -> int:
@@ -344,7 +312,7 @@ def _backward(ctx, grad_q, grad_k):
 _rope_qk_op.register_autograd(_backward, setup_context=_setup_context)
 
 
-def _check(q: Tensor, k: Tensor, cos: Tensor, sin: Tensor) -> None:
+def _check(q: Tensor, k: Tensor, cos: Tensor, sin: Tensor, pairing: str) -> None:
     for name, t in (("q", q), ("k", k)):
         _check_x(name, t)
         if t.stride(-1) != 1:
@@ -362,27 +330,7 @@ def _check(q: Tensor, k: Tensor, cos: Tensor, sin: Tensor) -> None:
             "k must be [batch, kv_heads, seq, head_dim] with q's batch, seq and head_dim "
             f"(rotated at the same positions); got q {tuple(q.shape)} and k {tuple(k.shape)}"
         )
-    check_tensor("cos", cos, ndim=(2, 3), floating=True)
-    check_tensor("sin", sin, ndim=(2, 3), floating=True)
-    if cos.shape != sin.shape:
-        raise ValueError(
-            f"cos and sin must have the same shape, got {tuple(cos.shape)} and {tuple(sin.shape)}"
-        )
-    b, _, seq, dim = q.shape
-    if cos.shape[-2] != seq or (cos.ndim == 3 and cos.shape[0] != b):
-        raise ValueError(
-            f"cos/sin must be [seq={seq}, rotary_dim // 2] or [batch={b}, seq={seq}, "
-            f"rotary_dim // 2], got {tuple(cos.shape)}"
-        )
-    if not 0 < 2 * cos.shape[-1] <= dim:
-        raise ValueError(
-            f"cos.shape[-1] must be rotary_dim // 2 with 0 < rotary_dim <= head_dim ({dim}), "
-            f"got {cos.shape[-1]}"
-        )
-    if cos.device != q.device or sin.device != q.device:
-        raise ValueError(
-            f"cos and sin must be on q's device ({q.device}), got {cos.device} and {sin.device}"
-        )
+    rope_cpu._check(q, cos, sin, pairing)  # the tables against q, and the pairing
 
 
 def rope_qk(
@@ -405,10 +353,8 @@ def rope_qk(
 
     Returns new contiguous ``(q_rotated, k_rotated)``, differentiable in ``q`` and ``k``.
     """
-    check_choice("pairing", pairing, PAIRINGS)
-    if cos.ndim == 3 and cos.shape[0] == 1 and sin.shape[:1] == (1,):
-        cos, sin = cos[0], sin[0]  # one row of positions shared by the batch
-    _check(q, k, cos, sin)
+    cos, sin = rope_cpu._shared_row(cos, sin)
+    _check(q, k, cos, sin, pairing)
     return _rope_qk_op(q, k, cos, sin, pairing == "interleaved", bool(inverse))
 
 

@@ -133,7 +133,7 @@ BAD = [
     ({"q": _randn(1, 2, 3, 16)[..., ::2]}, "q must have a contiguous last dimension"),
     ({"k": _randn(1, 1, 3, 16)[..., ::2]}, "k must have a contiguous last dimension"),
     ({"cos": torch.rand(3, 4), "sin": torch.rand(3, 2)}, "cos and sin must have the same shape"),
-    ({"cos": torch.rand(5, 4), "sin": torch.rand(5, 4)}, "cos/sin must be"),
+    ({"cos": torch.rand(5, 4), "sin": torch.rand(5, 4)}, "cos/sin must hold one row per position"),
     (
         {"q": _randn(1, 2, 3, 7), "k": _randn(1, 1, 3, 7)},
         r"head_dim \(q.shape\[-1\]\) must be even",
