@@ -196,10 +196,8 @@ def apply_axial_rope(
 class AxialRoPE(PositionScheme):
     r"""Axial 2D/3D RoPE as a scheme (arXiv:2403.13298, RoPE-Axial): see :func:`apply_axial_rope`.
 
-    ``AxialRoPE(head_dim, n_axes=2, base=10000.0, pairing="interleaved",
-    freqs_for="lang", max_freq=10.0, grid=None, backend=REFERENCE)``. ``freqs_for="lang"`` uses
-    :func:`axial_inv_freq` with integer coordinates; ``"pixel"`` uses :func:`pixel_inv_freq`
-    with coordinates in ``[-1, 1]``.
+    ``freqs_for="lang"`` uses :func:`axial_inv_freq` with integer coordinates; ``"pixel"`` uses
+    :func:`pixel_inv_freq` with coordinates in ``[-1, 1]``.
 
     Positions passed to the hooks are *coordinates* ``[n_axes, seq]`` or
     ``[n_axes, batch, seq]`` (:func:`grid_positions` / :func:`pixel_coordinates`). When
@@ -374,11 +372,9 @@ def mrope_cos_sin(
     # axis_of = [0]*s0 + [1]*s1 + [2]*s2 for sections, or dealt in turn when interleaved.
     axis_of = mrope_axis_of(sections, layout).to(positions.device)
     tables = [table(positions[a], inv_freq, attention_factor, dtype=dtype) for a in range(3)]
-    cos = torch.where(
-        axis_of == 0, tables[0][0], torch.where(axis_of == 1, tables[1][0], tables[2][0])
-    )
-    sin = torch.where(
-        axis_of == 0, tables[0][1], torch.where(axis_of == 1, tables[1][1], tables[2][1])
+    cos, sin = (
+        torch.where(axis_of == 0, t0, torch.where(axis_of == 1, t1, t2))
+        for t0, t1, t2 in zip(*tables)  # (cos of each axis), then (sin of each axis)
     )
     return cos, sin
 
@@ -489,9 +485,7 @@ def mrope_position_ids(
 class MRoPE(PositionScheme):
     r"""Multimodal RoPE (Qwen2-VL, arXiv:2409.12191) as a scheme; see :func:`apply_mrope`.
 
-    ``MRoPE(head_dim, mrope_section, base=10000.0, pairing="half", layout="sections",
-    backend=REFERENCE)``
-    (``layout="interleaved"``: Qwen3-VL's order, see :func:`mrope_axis_of`). Hook positions are
+    ``layout="interleaved"`` is Qwen3-VL's order (:func:`mrope_axis_of`). Hook positions are
     ``[3, batch, seq]`` (from :func:`mrope_position_ids`). 1-D ``[seq]`` or 2-D
     ``[batch, seq]`` positions are read as *text* and repeated on all three axes — what
     Qwen2-VL does for text-only input — so M-RoPE then equals 1D RoPE. ``rotate`` returns

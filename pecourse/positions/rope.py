@@ -260,13 +260,9 @@ def permute_qk_weight(weight: Tensor, num_heads: int, *, to: str = "half") -> Te
 class RoPE(PositionScheme):
     """RoPE as a positional scheme: rotates queries and keys in the ``rotate`` hook.
 
-    ``RoPE(head_dim, base=10000.0, pairing="half", rotary_dim=None, scaling="default",
-    backend=REFERENCE, **scaling_kwargs)`` where ``scaling`` names an entry of
-    :data:`pecourse.positions.rope_scaling.SCALINGS` and ``scaling_kwargs`` are its
-    parameters (``RoPE(64, scaling="yarn", factor=4, original_max_position=2048)``).
-    ``backend`` is the :class:`~pecourse.positions.rotary.Rotary` that builds the tables and
-    rotates: the readable core by default, :data:`pecourse.kernels.FAST_ROPE` (cached tables,
-    C kernel, the same numbers) in the model.
+    ``scaling`` names an entry of :data:`pecourse.positions.rope_scaling.SCALINGS` and
+    ``scaling_kwargs`` are its parameters (``RoPE(64, scaling="yarn", factor=4,
+    original_max_position=2048)``). ``backend`` as in :func:`apply_rope`.
 
     ``"dynamic"`` and ``"longrope"`` depend on the sequence length: they are recomputed on
     every call from ``seq_len = max(position) + 1``, so the frequencies grow past the

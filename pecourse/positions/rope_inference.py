@@ -305,9 +305,7 @@ class _RemappedRoPE(PositionScheme):
 
 
 class ReRoPE(_RemappedRoPE):
-    """ReRoPE as a scheme: ``ReRoPE(window, base=10000.0, pairing="half",
-    backend=REFERENCE)``; see :func:`rerope_scores`.
-    """
+    """ReRoPE as a scheme; see :func:`rerope_scores`."""
 
     method = "rerope"
 
@@ -316,9 +314,7 @@ class ReRoPE(_RemappedRoPE):
 
 
 class LeakyReRoPE(_RemappedRoPE):
-    """Leaky ReRoPE as a scheme: ``LeakyReRoPE(window, ratio, base=10000.0, pairing="half",
-    backend=REFERENCE)``; see :func:`leaky_rerope_scores`.
-    """
+    """Leaky ReRoPE as a scheme; see :func:`leaky_rerope_scores`."""
 
     method = "leaky_rerope"
 
@@ -329,9 +325,7 @@ class LeakyReRoPE(_RemappedRoPE):
 
 
 class SelfExtend(_RemappedRoPE):
-    """Self-Extend as a scheme (arXiv:2401.01325): ``SelfExtend(window, group_size,
-    base=10000.0, pairing="half", backend=REFERENCE)``; see :func:`self_extend_scores`.
-    """
+    """Self-Extend as a scheme (arXiv:2401.01325); see :func:`self_extend_scores`."""
 
     method = "self_extend"
 

@@ -164,10 +164,8 @@ def apply_xpos(
 class XPos(PositionScheme):
     """xPos as a positional scheme (arXiv:2212.10554): ``rotate`` applies :func:`apply_xpos`.
 
-    ``XPos(head_dim, base=10000.0, pairing="half", gamma=0.4, scale_base=512.0,
-    backend=REFERENCE)``. ``requires_causal`` is True: :func:`pecourse.attention.attention`
-    refuses it with ``causal=False``, because a key after its query would be scaled up
-    without bound. ``rotate`` takes and returns q/k ``[batch, heads, L, head_dim]``.
+    ``requires_causal`` is True: :func:`pecourse.attention.attention` refuses it with
+    ``causal=False``, because a key after its query would be scaled up without bound.
     """
 
     requires_causal = True
