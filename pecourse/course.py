@@ -87,104 +87,43 @@ class Concept:
         return f"exercises/{self.slug}.ipynb"
 
 
+# One concept per two lines: number, slug, title; then the line that sums it up.
+# fmt: off
 CONCEPTS: tuple[Concept, ...] = (
-    Concept(
-        1,
-        "01_learned_absolute_positions",
-        "Learned Absolute Positions",
-        "A trainable table indexed by slot number, and the hard ceiling it builds in.",
-    ),
-    Concept(
-        2,
-        "02_why_attention_needs_positions",
-        "Why Attention Needs Positions",
-        "Self-attention is permutation-equivariant: order must be injected as data.",
-    ),
-    Concept(
-        3,
-        "03_alibi",
-        "ALiBi: Attention with Linear Biases",
-        "A per-head linear penalty on distance: no parameters, train short, test long.",
-    ),
-    Concept(
-        4,
-        "04_effective_vs_nominal_context",
-        "Effective vs Nominal Context Length",
-        "The advertised window and the length a model really uses are different numbers.",
-    ),
-    Concept(
-        5,
-        "05_multidimensional_rope",
-        "Multidimensional RoPE for Images and Video",
-        "Split the head dimension into axes so one rotation encodes time, height and width.",
-    ),
-    Concept(
-        6,
-        "06_positional_encodings",
-        "Positional Encodings",
-        "The map of the field: absolute and relative, learned and designed, four places.",
-    ),
-    Concept(
-        7,
-        "07_relative_position_representations",
-        "Relative Position Representations",
-        "Shaw et al.'s clipped distances and T5's buckets: attention that sees i - j.",
-    ),
-    Concept(
-        8,
-        "08_rope",
-        "Rotary Position Embeddings (RoPE)",
-        "Rotate queries and keys so their dot product depends only on the distance.",
-    ),
-    Concept(
-        9,
-        "09_sinusoidal_positional_encodings",
-        "Sinusoidal Positional Encodings",
-        "The original fixed sin/cos signal, its shift matrix, and where it degrades.",
-    ),
-    Concept(
-        10,
-        "10_contextual_position_encoding",
-        "Contextual Position Encoding",
-        "CoPE counts only the tokens the model decides matter.",
-    ),
-    Concept(
-        11,
-        "11_interleaving_rope_and_nope",
-        "Interleaving RoPE and NoPE Layers",
-        "RoPE in most layers and no position at all in the rest: a per-layer choice.",
-    ),
-    Concept(
-        12,
-        "12_length_extrapolation",
-        "Length Extrapolation",
-        "What handling longer inputs means, and why perplexity alone misleads.",
-    ),
-    Concept(
-        13,
-        "13_position_augmented_training",
-        "Position-Augmented Training",
-        "Show the model large position ids inside short batches: randomized and PoSE.",
-    ),
-    Concept(
-        14,
-        "14_rope_scaling",
-        "RoPE Scaling: NTK-aware and YaRN",
-        "Stretch a 4k model to 128k by rescaling RoPE's frequencies, not its positions.",
-    ),
-    Concept(
-        15,
-        "15_nope",
-        "The NoPE Result",
-        "No positional encoding at all: the causal mask alone leaks position.",
-    ),
-    Concept(
-        16,
-        "16_rope_base_frequency",
-        "The RoPE Base Frequency",
-        "One number sets RoPE's wavelengths and bounds the context it can discriminate.",
-    ),
+    Concept(1, "01_learned_absolute_positions", "Learned Absolute Positions",
+            "A trainable table indexed by slot number, and the hard ceiling it builds in."),
+    Concept(2, "02_why_attention_needs_positions", "Why Attention Needs Positions",
+            "Self-attention is permutation-equivariant: order must be injected as data."),
+    Concept(3, "03_alibi", "ALiBi: Attention with Linear Biases",
+            "A per-head linear penalty on distance: no parameters, train short, test long."),
+    Concept(4, "04_effective_vs_nominal_context", "Effective vs Nominal Context Length",
+            "The advertised window and the length a model really uses are different numbers."),
+    Concept(5, "05_multidimensional_rope", "Multidimensional RoPE for Images and Video",
+            "Split the head dimension into axes so one rotation encodes time, height and width."),
+    Concept(6, "06_positional_encodings", "Positional Encodings",
+            "The map of the field: absolute and relative, learned and designed, four places."),
+    Concept(7, "07_relative_position_representations", "Relative Position Representations",
+            "Shaw et al.'s clipped distances and T5's buckets: attention that sees i - j."),
+    Concept(8, "08_rope", "Rotary Position Embeddings (RoPE)",
+            "Rotate queries and keys so their dot product depends only on the distance."),
+    Concept(9, "09_sinusoidal_positional_encodings", "Sinusoidal Positional Encodings",
+            "The original fixed sin/cos signal, its shift matrix, and where it degrades."),
+    Concept(10, "10_contextual_position_encoding", "Contextual Position Encoding",
+            "CoPE counts only the tokens the model decides matter."),
+    Concept(11, "11_interleaving_rope_and_nope", "Interleaving RoPE and NoPE Layers",
+            "RoPE in most layers and no position at all in the rest: a per-layer choice."),
+    Concept(12, "12_length_extrapolation", "Length Extrapolation",
+            "What handling longer inputs means, and why perplexity alone misleads."),
+    Concept(13, "13_position_augmented_training", "Position-Augmented Training",
+            "Show the model large position ids inside short batches: randomized and PoSE."),
+    Concept(14, "14_rope_scaling", "RoPE Scaling: NTK-aware and YaRN",
+            "Stretch a 4k model to 128k by rescaling RoPE's frequencies, not its positions."),
+    Concept(15, "15_nope", "The NoPE Result",
+            "No positional encoding at all: the causal mask alone leaks position."),
+    Concept(16, "16_rope_base_frequency", "The RoPE Base Frequency",
+            "One number sets RoPE's wavelengths and bounds the context it can discriminate."),
 )
+# fmt: on
 
 #: One good reading order (the syllabus numbering is not one).
 LEARNING_PATH: tuple[int, ...] = (2, 6, 9, 1, 7, 8, 16, 3, 15, 11, 12, 4, 13, 14, 5, 10)
