@@ -281,10 +281,7 @@ class BloomAlibiEquivalence(Identity):
         m = sp.Symbol("m", positive=True)
         s = sp.symbols("s_0:3", real=True)
         i_sym, j_sym = sp.symbols("i j", integer=True)
-        if self.causal:
-            i, keys = 2, range(3)
-        else:
-            i, keys = 1, range(3)
+        i, keys = (2 if self.causal else 1), range(3)  # the query's row of a 3-key window
         bloom = _softmax([s[j] + m * j for j in keys])
         alibi = _softmax([s[j] - m * sp.Abs(i - j) for j in keys])
         diff = m * j_sym - (-m * (i_sym - j_sym))

@@ -66,7 +66,7 @@ import math
 
 import sympy as sp
 
-from ._identity import Claim, Identity, block_diag, rot2
+from ._identity import Claim, Identity, _check_blocks, block_diag, rot2
 
 __all__ = [
     "RopeBaseBound",
@@ -143,9 +143,7 @@ class RopeBaseBound(Identity):
 
     def __init__(self, blocks: int = 2, factor: int = 2):
         super().__init__()
-        if blocks < 1:
-            raise ValueError(f"blocks must be >= 1, got {blocks}")
-        self.blocks = blocks
+        self.blocks = _check_blocks(blocks)
         self.factor = factor
 
     def _build(self):

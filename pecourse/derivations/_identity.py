@@ -239,21 +239,29 @@ def _is_small(expr, limit: int = _SMALL) -> bool:
     return True
 
 
+# LaTeX's special characters as \text{...} reads them.
+_TEXT_ESCAPES = str.maketrans(
+    {"\\": r"\textbackslash{}", "^": r"\^{}", "~": r"\~{}", **{c: "\\" + c for c in "{}_%&#$"}}
+)
+
+
 def _escape_text(s: str) -> str:
     """Escape a caption for ``\\text{...}``."""
-    out = []
-    for ch in s:
-        if ch == "\\":
-            out.append(r"\textbackslash{}")
-        elif ch in "{}_%&#$":
-            out.append("\\" + ch)
-        elif ch == "^":
-            out.append(r"\^{}")
-        elif ch == "~":
-            out.append(r"\~{}")
-        else:
-            out.append(ch)
-    return "".join(out)
+    return s.translate(_TEXT_ESCAPES)
+
+
+def _check_blocks(blocks) -> int:
+    """The number of 2x2 blocks (pairs) an identity is proved for: at least 1."""
+    if blocks < 1:
+        raise ValueError(f"blocks must be >= 1, got {blocks}")
+    return blocks
+
+
+def _check_sign(name: str, value) -> int:
+    """A sign knob (the broken variant flips it): 1 or -1."""
+    if value not in (1, -1):
+        raise ValueError(f"{name} must be 1 or -1, got {value!r}")
+    return value
 
 
 # ----------------------------------------------------------------------------------------

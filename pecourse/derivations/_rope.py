@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sympy as sp
 
-from ._identity import Claim, Identity, block_diag, dot, rot2, vec
+from ._identity import Claim, Identity, _check_blocks, _check_sign, block_diag, dot, rot2, vec
 
 __all__ = [
     "rope_matrix",
@@ -37,12 +37,6 @@ def _thetas(blocks: int):
     return sp.symbols(f"theta_1:{blocks + 1}", positive=True)
 
 
-def _check_sign(name, value):
-    if value not in (1, -1):
-        raise ValueError(f"{name} must be 1 or -1, got {value!r}")
-    return value
-
-
 class RopeRelative(Identity):
     """<R(m) q, R(n) k> = <q, R(n - m) k> (RoFormer, arXiv:2104.09864, eq. 16).
 
@@ -67,11 +61,9 @@ class RopeRelative(Identity):
 
     def __init__(self, blocks: int = 2, offset: str = "n-m"):
         super().__init__()
-        if blocks < 1:
-            raise ValueError(f"blocks must be >= 1, got {blocks}")
         if offset not in ("n-m", "m-n"):
             raise ValueError(f"offset must be 'n-m' (correct) or 'm-n' (broken), got {offset!r}")
-        self.blocks = blocks
+        self.blocks = _check_blocks(blocks)
         self.offset = offset
         self.title = (
             "RoPE is relative: one 2x2 block"
@@ -189,10 +181,6 @@ def pairing_permutation(d: int):
     return P
 
 
-def _jacobian(f, x):
-    return f.jacobian(x)
-
-
 class RopePairingPermutation(Identity):
     """P R_interleaved(m) P^T = R_half(m): the two pairings are one map up to a permutation.
 
@@ -248,7 +236,7 @@ class RopePairingPermutation(Identity):
             a, b, ang = x[2 * i], x[2 * i + 1], m * thetas[i]
             inter += [a * sp.cos(ang) - b * sp.sin(ang), a * sp.sin(ang) + b * sp.cos(ang)]
         inter = sp.Matrix(inter)
-        R_half, R_inter = _jacobian(half, x), _jacobian(inter, x)
+        R_half, R_inter = half.jacobian(x), inter.jacobian(x)
         P = pairing_permutation(d) if self.permutation == "pairing" else sp.eye(d)
         steps = [
             ("$R_{\\mathrm{half}}(m)$ (from x cos + rotate_half(x) sin)", R_half),

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sympy as sp
 
-from ._identity import Claim, Identity, block_diag, dot
+from ._identity import Claim, Identity, _check_blocks, _check_sign, block_diag, dot
 
 __all__ = ["SinusoidalShift", "SinusoidalDotProduct", "sinusoidal_vector", "shift_matrix"]
 
@@ -70,12 +70,8 @@ class SinusoidalShift(Identity):
 
     def __init__(self, blocks: int = 2, shift_sign: int = 1):
         super().__init__()
-        if blocks < 1:
-            raise ValueError(f"blocks must be >= 1, got {blocks}")
-        if shift_sign not in (1, -1):
-            raise ValueError(f"shift_sign must be 1 or -1, got {shift_sign}")
-        self.blocks = blocks
-        self.shift_sign = shift_sign
+        self.blocks = _check_blocks(blocks)
+        self.shift_sign = _check_sign("shift_sign", shift_sign)
 
     def _build(self):
         t, delta, omegas = _symbols(self.blocks)
@@ -122,9 +118,7 @@ class SinusoidalDotProduct(Identity):
 
     def __init__(self, blocks: int = 2, rhs_frequency_factor: int = 1):
         super().__init__()
-        if blocks < 1:
-            raise ValueError(f"blocks must be >= 1, got {blocks}")
-        self.blocks = blocks
+        self.blocks = _check_blocks(blocks)
         self.rhs_frequency_factor = rhs_frequency_factor
 
     def _build(self):
