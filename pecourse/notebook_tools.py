@@ -65,12 +65,9 @@ class SlicedChannel(AsyncZMQSocketChannel):
     """A kernel channel that waits for a message in slices of at most POLL_SLICE.
 
     pyzmq's asyncio poll (27.3, under nbclient 0.11 and ipykernel 7.4) can miss a socket's
-    wake-up: the message has arrived, but the poll returns only when its timeout fires, and
-    then finds it with a last zero-timeout check (``zmq/_future.py``). nbclient waits for a
-    cell's reply in one poll as long as the cell's timeout, so one missed wake-up stalls a
-    notebook for its whole timeout (600 s). On a busy machine, 2 runs in 40 of a two-widget
-    notebook wait out a 20 s timeout with pyzmq's channels and none in 60 with these.
-    Waiting in short slices bounds what a missed wake-up costs by a slice.
+    wake-up and return only when its timeout fires (``zmq/_future.py``); nbclient waits for a
+    cell's reply in one poll as long as the cell's timeout, so a missed wake-up would stall a
+    notebook for its whole timeout. Waiting in short slices bounds that cost by a slice.
     """
 
     async def get_msg(self, timeout: float | None = None) -> dict:
@@ -113,8 +110,7 @@ def execute(path: str | Path, *, timeout: int = 600) -> None:
         store_widget_state=True,
     )
     # The kernel's OpenMP threads wait passively unless told otherwise: spinning (OpenMP's
-    # default) fights every other busy process for the cores. With one busy process beside
-    # it on two cores, chapter 03 takes 50-86 s to execute spinning and 13-18 s passive.
+    # default) fights every other busy process for the cores, several times slower here.
     env = {**os.environ}
     env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     client.execute(env=env)
