@@ -32,6 +32,7 @@ from __future__ import annotations
 import inspect
 import math
 from collections.abc import Callable
+from functools import cache
 
 CHECKS: dict[str, Callable] = {}
 # Package values come out of float32 tensors; a relative error of 1e-6 is float32 round-off,
@@ -840,6 +841,46 @@ def nope_share_in_hybrids(share: str) -> bool:
 # -- 16 base frequency -------------------------------------------------------------------------------------
 
 
+def _min_decay(bases, context_length: int, head_dim: int):
+    """Per base, Men et al.'s ``B_m = Σ_i cos(m θ_i)`` at its worst over ``1 <= m <= L`` if
+    no ``B_m`` is negative, else some negative ``B_m``. A torch float64 scan written here, not
+    the package's search. Bases go in chunks, in the order given; a base is first tried at
+    the distances where the previous chunk's bases failed (neighbouring bases fail at
+    neighbouring distances), and only a base that passes there is scanned at every distance.
+    The order of the work changes, no verdict: a negative ``B_m`` anywhere is a failure."""
+    import torch
+
+    bases = torch.as_tensor(bases, dtype=torch.float64).reshape(-1)
+    exponent = -2 * torch.arange(head_dim // 2, dtype=torch.float64) / head_dim
+    distances = torch.arange(1, context_length + 1, dtype=torch.float64)
+    worst = torch.empty_like(bases)
+    watch = distances[:0]
+
+    def decay(theta, m):  # [bases, d/2] x [distances] -> B_m as [bases, distances]
+        return torch.cos(m[None, :, None] * theta[:, None, :]).sum(-1)
+
+    for index in torch.arange(len(bases)).split(8):
+        theta = bases[index, None] ** exponent
+        rest = torch.ones(len(index), dtype=torch.bool)
+        if len(watch):
+            tried = decay(theta, watch).amin(-1)
+            rest = tried >= 0
+            worst[index[~rest]] = tried[~rest]
+        for k in rest.nonzero().flatten().tolist():
+            values = torch.cat([decay(theta[k : k + 1], m)[0] for m in distances.split(1024)])
+            worst[index[k]] = values.min()
+            if values.min() < 0:
+                watch = distances[values.argsort()[:64]]  # its worst distances
+    return worst
+
+
+@cache
+def _package_bound(context_length: int, head_dim: int) -> float:
+    from pecourse.derivations import rope_base_lower_bound as bound
+
+    return float(bound(context_length, head_dim))
+
+
 @check
 def rope_base_lower_bound(context_length: int, head_dim: int, step: float = 50.0) -> float:
     """The package's smallest admissible base ``b*`` (Men et al.: ``B_m = Σ_i cos(m θ_i) >= 0``
@@ -848,22 +889,13 @@ def rope_base_lower_bound(context_length: int, head_dim: int, step: float = 50.0
     set has narrow windows, so a coarse grid alone would overshoot the minimum.)"""
     import torch
 
-    from pecourse.derivations import rope_base_lower_bound as bound
-
-    b_star = float(bound(context_length, head_dim))
-    m = torch.arange(1, context_length + 1, dtype=torch.float64)[:, None]
-    exponent = -2 * torch.arange(head_dim // 2, dtype=torch.float64) / head_dim
-
-    def worst(bases):
-        theta = bases[:, None] ** exponent  # [bases, d/2]
-        return torch.cos(m[None] * theta[:, None, :]).sum(-1).amin(-1)  # [bases]
-
-    if float(worst(torch.tensor([b_star], dtype=torch.float64))[0]) < -1e-9:
+    b_star = _package_bound(context_length, head_dim)
+    if float(_min_decay([b_star], context_length, head_dim)[0]) < -1e-9:
         raise AssertionError(f"B_m < 0 somewhere at the package's b* = {b_star:g}")
     below = torch.arange(step, b_star - step / 2, step, dtype=torch.float64)
-    for chunk in below.split(64):
-        if bool((worst(chunk) >= 0).any()):
-            raise AssertionError(f"a base below b* = {b_star:g} passes: {chunk[worst(chunk) >= 0]}")
+    passing = below[_min_decay(below, context_length, head_dim) >= 0]
+    if len(passing):
+        raise AssertionError(f"a base below b* = {b_star:g} passes: {passing}")
     return b_star
 
 
@@ -871,11 +903,7 @@ def rope_base_lower_bound(context_length: int, head_dim: int, step: float = 50.0
 def rope_base_fails(context_length: int, head_dim: int, base: float) -> bool:
     """True when Men et al.'s condition ``B_m = Σ_i cos(m θ_i) >= 0`` fails at some
     ``m <= L`` for ``base`` (a torch float64 scan written here, not the package's search)."""
-    import torch
-
-    m = torch.arange(1, context_length + 1, dtype=torch.float64)[:, None]
-    theta = float(base) ** (-2 * torch.arange(head_dim // 2, dtype=torch.float64) / head_dim)
-    return bool(torch.cos(m * theta).sum(-1).amin() < 0)
+    return bool(_min_decay([float(base)], context_length, head_dim)[0] < 0)
 
 
 @check
@@ -883,14 +911,8 @@ def men_base_bound(context_length: int, head_dim: int = 128) -> dict:
     """The smallest base ``b*`` with ``B_m = Σ_i cos(m θ_i) >= 0`` for every ``m <= L``
     (the package's search), to hold Men et al.'s fitted curve against. Accepted only after a
     torch float64 scan written here agrees that ``b*`` passes and a base 0.1% lower fails."""
-    import torch
-
-    from pecourse.derivations import rope_base_lower_bound as bound
-
-    b_star = float(bound(context_length, head_dim))
-    m = torch.arange(1, context_length + 1, dtype=torch.float64)[:, None]
-    exponent = -2 * torch.arange(head_dim // 2, dtype=torch.float64) / head_dim
-    worst = [float(torch.cos(m * b**exponent).sum(-1).min()) for b in (b_star, 0.999 * b_star)]
+    b_star = _package_bound(context_length, head_dim)
+    worst = [float(w) for w in _min_decay([b_star, 0.999 * b_star], context_length, head_dim)]
     if worst[0] < -1e-9 or worst[1] >= 0:
         raise AssertionError(f"b* = {b_star:g} is not the edge of B_m >= 0: worst {worst}")
     return {"value": b_star, "L": context_length}

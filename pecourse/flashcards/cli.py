@@ -219,9 +219,14 @@ def cmd_lint(args) -> int:
     cards = load_deck()
     problems = lint_deck(cards)
     if args.numbers:
+        import torch
         from tqdm.auto import tqdm
 
         from .checks import run_checks
+
+        # The checks compute on small tensors, where a second thread only waits for work
+        # (measured: half the CPU time and a third of the wall time of two threads).
+        torch.set_num_threads(1)
 
         checked = tqdm(cards, desc="checking numbers", unit="card", leave=False, disable=None)
         problems += [p for card in checked for p in run_checks(card)]

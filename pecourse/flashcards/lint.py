@@ -22,11 +22,14 @@ prints after them.
   ``NEAR_DUPLICATE`` alike (difflib's ratio) once normalised (case, punctuation, cloze
   markup and spacing inside math removed). This catches copies and light rewordings;
 - **same fact**: no two cards whose key terms (the content words, numbers and formula
-  symbols of the whole card, weighted by how rare they are in the deck: tf-idf) have a cosine
-  similarity of ``SAME_FACT`` or more, unless the pair is listed in ``DISTINCT_FACTS`` with
-  the reason the two facts differ. Sharing rare terms is how two cards on one fact look
-  (a formula and its instance, two cards on one table); a paraphrase that shares no term
-  escapes it, which stays the writer's job;
+  symbols of the whole card) have a cosine similarity of ``SAME_FACT`` or more, unless the
+  pair is listed in ``DISTINCT_FACTS`` with the reason the two facts differ. A term weighs 1,
+  or ``GENERIC_WEIGHT`` when it names the course's subject rather than a fact (``GENERIC``:
+  "position", "attention", "token", a single digit, ...). The weights are a fixed list, not
+  the deck's own term frequencies, so a pair's score depends on its two cards alone: adding,
+  editing or retiring a third card never moves it across the threshold. Sharing specific
+  terms is how two cards on one fact look (a formula and its instance, two cards on one
+  table); a paraphrase that shares no term escapes it, which stays the writer's job;
 - **sources**: ``source`` starts with the card's own chapter, ``ch. NN``;
 - **numbers**: every number the answer states (and the question does not), in digits or in
   words ("every fourth layer", "about half"), is covered by a check or listed in ``quoted``,
@@ -87,7 +90,7 @@ MAX_LONG_WORDS = 30
 MAX_MEDIAN_WORDS = 10
 MEDIAN_MIN_CARDS = 50  # the median rule is about a deck, not a handful of cards
 NEAR_DUPLICATE = 0.8
-SAME_FACT = 0.5
+SAME_FACT = 0.45
 MIN_COMPARED = 6  # words: short answers (a formula, two numbers) are alike by nature
 
 _MATH = re.compile(r"\$\$.+?\$\$|\$.+?\$|`[^`]+`", re.S)
@@ -353,12 +356,33 @@ DISTINCT_FACTS: dict[frozenset, str] = {
         ("base-llama3-500k", "base-missing-theta", "Llama 3's base vs the loaders' fallback"),
         ("nope-theorem1", "nope-theorem2-relative", "Theorem 1 (absolute) vs Theorem 2 (relative)"),
         ("base-sets-spectrum", "base-slowest-wavelength", "the formula vs its slowest end ≈ 2πb"),
-        ("yarn-definition", "deepseek-mscale", "YaRN's factor vs where DeepSeek applies it"),
         ("alibi-slope-formula", "alibi-non-power-of-two", "power-of-two formula vs the other n"),
-        ("sin-projection-breaks", "tupe-untied", "why the cross terms break vs TUPE's remedy"),
-        ("extrap-t5-runner-up", "extrap-press-ranking", "ALiBi stays flat vs T5 second, slow"),
         ("sin-linear-shift", "sin-dot-product", "the shift matrix M(Δ) vs the dot product's sum"),
         ("sin-dot-product", "sin-shift-head", "p(t)·p(t+Δ) vs a head built from M(Δ) looking back"),
+        (
+            "sin-linear-shift",
+            "sin-shift-head",
+            "the matrix M(Δ) vs the score of a head built on it",
+        ),
+        (
+            "mrope-axial-2d",
+            "rope-definition",
+            "1D RoPE's angle vs axial RoPE's pairs split by axis",
+        ),
+        ("mrope-rope-mixed", "rope-definition", "1D RoPE's angle vs two learned frequencies"),
+        ("pe-place-scores", "pe-t5-vs-alibi", "where three schemes put position vs what T5 learns"),
+        ("pe-place-scores", "cope-logits", "the map's 'into the scores' vs CoPE's term q·e[p]"),
+        (
+            "pe-t5-vs-alibi",
+            "extrap-alibi-meets",
+            "T5's learned buckets vs ALiBi's line past training",
+        ),
+        ("nope-resembles-t5", "nope-theorem2-relative", "what trained NoPE did vs what it can do"),
+        (
+            "t5-last-bucket-start",
+            "t5-bucket-layout",
+            "the last bucket's start vs the exact/log split",
+        ),
     ]
 }
 
@@ -374,7 +398,9 @@ _STOP = frozenset(
 def _key_terms(card: Flashcard) -> list[str]:
     """Content words, numbers and formula symbols of the whole card (question and answer)."""
     text = f"{card.answer() if card.is_cloze else card.front + ' ' + card.back}"
-    text = re.sub(r"\\([A-Za-z]+)", r" \1 ", text).lower()
+    # A LaTeX command is a term (\\theta, \\ln), unless it only typesets (\\tfrac, \\dots).
+    text = re.sub(r"\\[A-Za-z]+", lambda m: " " if m[0] in _NOT_SYMBOLS else f" {m[0][1:]} ", text)
+    text = text.lower()
     terms = []
     for word in re.findall(r"[a-z][a-z0-9_\-]*|\d+(?:[.,]\d+)*", text):
         word = word.replace(",", "")
@@ -386,20 +412,43 @@ def _key_terms(card: Flashcard) -> list[str]:
     return terms
 
 
+# Words that name the course's subject, not a fact: two cards that share only these share
+# no fact. Fixed here (they are the terms most cards of the deck use), so that no card's
+# arrival changes another pair's score.
+GENERIC = frozenset(
+    """position positional token rope length model attention key query layer pair score head
+    offset training trained learned encoding context table row value distance scheme
+    transformer use exactly past alone must keep longer time first count sum top""".split()
+)
+GENERIC_WEIGHT = 0.25
+
+
+def _generic(term: str) -> bool:
+    return term in GENERIC or (len(term) == 1 and term.isdigit())  # a digit: "pair 2", "1 bucket"
+
+
+def _term_vector(card: Flashcard) -> dict[str, float]:
+    counts = Counter(_key_terms(card))
+    vector = {
+        term: (1 + math.log(k)) * (GENERIC_WEIGHT if _generic(term) else 1.0)
+        for term, k in counts.items()
+    }
+    norm = math.sqrt(sum(w * w for w in vector.values())) or 1.0
+    return {term: w / norm for term, w in vector.items()}
+
+
+def same_fact_score(a: Flashcard, b: Flashcard) -> float:
+    """Cosine similarity of two cards' weighted key-term vectors: a function of the two alone."""
+    va, vb = _term_vector(a), _term_vector(b)
+    return sum(va[t] * vb[t] for t in va.keys() & vb.keys())
+
+
 def same_fact_scores(cards: list[Flashcard]) -> list[tuple[float, str, str]]:
-    """Cosine similarity of every pair's tf-idf key-term vectors, highest first. A term
-    used by one card only cannot connect two cards and is left out."""
-    counts = [Counter(_key_terms(c)) for c in cards]
-    df = Counter(t for c in counts for t in c)
-    n = len(cards)
-    vectors = []
-    for c in counts:
-        v = {t: (1 + math.log(k)) * math.log(n / df[t]) for t, k in c.items() if df[t] > 1}
-        norm = math.sqrt(sum(w * w for w in v.values())) or 1.0
-        vectors.append({t: w / norm for t, w in v.items()})
+    """:func:`same_fact_score` of every pair, highest first."""
+    vectors = [_term_vector(c) for c in cards]
     scores = []
-    for a in range(n):
-        for b in range(a + 1, n):
+    for a in range(len(cards)):
+        for b in range(a + 1, len(cards)):
             shared = vectors[a].keys() & vectors[b].keys()
             score = sum(vectors[a][t] * vectors[b][t] for t in shared)
             scores.append((score, cards[a].id, cards[b].id))
@@ -407,8 +456,6 @@ def same_fact_scores(cards: list[Flashcard]) -> list[tuple[float, str, str]]:
 
 
 def _same_facts(cards: list[Flashcard]) -> list[str]:
-    if len(cards) < 3:  # idf needs a deck to say which terms are rare
-        return []
     return [
         f"cards {a!r} and {b!r}: they share their key terms ({score:.2f} ≥ {SAME_FACT}); merge "
         "them if they test one fact, or add the pair to lint.DISTINCT_FACTS with the difference"

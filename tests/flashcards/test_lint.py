@@ -119,7 +119,7 @@ def test_duplicates_and_near_duplicates():
     )
     assert "same question as 'a'" in _problems(a, [same])
     assert "near-duplicate questions" in _problems(a, [reworded])
-    other = _card(id="d", front="Which ALiBi quantity is fixed per head?", back="Its slope.")
+    other = _card(id="d", front="How many parameters does ALiBi learn?", back="Zero.")
     assert _problems(a, [other]) == ""
 
 
@@ -155,7 +155,7 @@ RETIRED_DUPLICATES = json.loads(
 def test_same_fact_rule_finds_the_review_duplicates(entry):
     # Five of the fourteen near-duplicate groups of the issue-29 review, each put back next to
     # the card it duplicated: the key-term rule flags the pair. (The other nine share too few
-    # rare terms; they were merged by hand.)
+    # specific terms; they were merged by hand.)
     old = Flashcard.from_dict(entry["card"])
     problems = lint_deck([*CARDS, old], retired={})
     pair = {old.id, entry["duplicate_of"]}
@@ -167,6 +167,47 @@ def test_distinct_fact_pairs_name_current_cards_that_the_rule_would_flag():
     for pair in lint.DISTINCT_FACTS:
         assert pair <= set(BY_ID), f"stale DISTINCT_FACTS entry {sorted(pair)}"
         assert scores[pair] >= lint.SAME_FACT, f"{sorted(pair)} no longer needs an exception"
+
+
+# Cards the deck does not hold: one made of the words most cards use, one specific fact, and
+# one that shares rare terms with two cards of the deck (RoPE's angle, T5's buckets).
+NEWCOMERS = [
+    _card(id="new-generic", front="What does a token's position set in a model's attention?",
+          back="The score of each query and key pair, by their distance, at training length."),
+    _card(id="new-specific", front="Which base does Llama 3 use?", back="500,000.",
+          quoted=("500000",)),
+    _card(id="new-overlap", concept=8, front=r"How far does pair $i$ turn per position?",
+          back=r"By $\theta_i = b^{-2i/d}$; T5 instead uses 32 buckets up to `max_distance`."),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("newcomer", NEWCOMERS, ids=lambda c: c.id)
+def test_adding_a_card_moves_no_other_pair(newcomer):
+    # Issue 29: with tf-idf weights, one new card changed every term's rarity and moved pairs
+    # it has nothing to do with across SAME_FACT. A pair's score is now its two cards' alone.
+    def flagged(cards):
+        problems = lint_deck(cards, retired={})
+        return {p for p in problems if "share their key terms" in p and repr(newcomer.id) not in p}
+
+    before = {frozenset((a, b)): s for s, a, b in lint.same_fact_scores(CARDS)}
+    after = {frozenset((a, b)): s for s, a, b in lint.same_fact_scores([*CARDS, newcomer])}
+    assert {pair: after[pair] for pair in before} == before
+    assert flagged([*CARDS, newcomer]) == flagged(CARDS) == set()
+
+
+def test_same_fact_score_is_a_cosine_of_the_two_cards():
+    a = BY_ID["alibi-slope-formula"]
+    assert lint.same_fact_score(a, a) == pytest.approx(1.0)
+    assert lint.same_fact_score(a, BY_ID["alibi-non-power-of-two"]) == pytest.approx(
+        lint.same_fact_score(BY_ID["alibi-non-power-of-two"], a)
+    )
+    # The course's own words weigh little: sharing only them is not sharing a fact.
+    generic = _card(id="g", front="Which position does the token take?", back="Its row.")
+    also = _card(id="h", front="How is the position of a token used?", back="As a row.")
+    assert lint.same_fact_score(generic, also) < lint.SAME_FACT
+    specific = _card(id="s", front="Why is YaRN's temperature 0.1 ln s + 1?", back="A fit.")
+    again = _card(id="t", front="Which fit gives YaRN's temperature?", back="0.1 ln s + 1.")
+    assert lint.same_fact_score(specific, again) >= lint.SAME_FACT
 
 
 def test_same_fact_rule_leaves_unrelated_cards_alone():

@@ -52,14 +52,22 @@ def test_numeric_card_without_a_check_is_caught():
 
 def _package_reaching(name, seen=None):
     """True when CHECKS[name] imports the package (or sympy, torch, transformers), directly or
-    through another registered check."""
+    through another registered check or a helper function of the checks module."""
     seen = set() if seen is None else seen
     seen.add(name)
-    source = inspect.getsource(CHECKS[name])
+    source = inspect.getsource(_FUNCTIONS[name])
     if re.search(r"^\s*(from|import) (pecourse|sympy|torch|transformers)\b", source, re.M):
         return True
-    called = {n for n in CHECKS if n not in seen and re.search(rf"\b{n}\(", source)}
+    called = {n for n in _FUNCTIONS if n not in seen and re.search(rf"\b{n}\(", source)}
     return any(_package_reaching(n, seen) for n in called)
+
+
+# The checks and the module's own helpers (``_min_decay``), by name.
+_FUNCTIONS = {
+    name: getattr(fn, "__wrapped__", fn)
+    for name, fn in vars(checks_module).items()
+    if callable(fn) and getattr(fn, "__module__", None) == checks_module.__name__
+}
 
 
 @pytest.mark.parametrize("name", sorted(CHECKS))
