@@ -29,12 +29,15 @@ def _run(compile, plan="rope", **kw):
     return train(ModelConfig(plan=plan, **SMALL), cfg, progress=False, evaluate=False)
 
 
-def test_the_compile_option_is_checked_and_off_by_default():
+def test_the_compile_option_is_checked_and_by_default_compiles_only_long_runs():
     with pytest.raises(ValueError, match="compile"):
         TrainConfig(compile="maybe")
     assert wants_compile(TrainConfig(steps=1, compile="yes"))
-    assert not wants_compile(TrainConfig(steps=10**9))  # however long the run
+    long = train_mod.COMPILE_AFTER_STEPS
+    assert wants_compile(TrainConfig(steps=long)) and not wants_compile(TrainConfig(steps=long - 1))
+    assert not wants_compile(TrainConfig(steps=10**9, compile="no"))  # however long the run
     assert not wants_compile(TrainConfig(compile="yes"), world_size=2)  # DDP: eager
+    assert not wants_compile(TrainConfig(steps=long), world_size=2)
     for name, recipe in RECIPES.items():  # the shipped recipes train eagerly
         assert not wants_compile(TrainConfig.from_dict(recipe["train"])), name
 
@@ -121,7 +124,7 @@ def test_the_command_line_passes_compile_on(monkeypatch, capsys):
     assert train_mod.main(["--steps", "1", "--compile", "yes", "--no-progress"]) == 0
     assert seen[-1].compile == "yes"
     assert train_mod.main(["--steps", "1", "--no-progress"]) == 0
-    assert seen[-1].compile == "no"  # the default
+    assert seen[-1].compile == "auto"  # the default: eager for a run this short
     with pytest.raises(SystemExit):
         train_mod.main(["--compile", "maybe"])
     assert "--compile" in capsys.readouterr().err
