@@ -4,10 +4,8 @@ Every fast path in :mod:`pecourse.kernels` is code generated *for the machine it
 gcc builds the C RoPE kernel with ``-march=native``; inductor writes C++ for FlexAttention
 whose vector code depends on the CPU's instruction set (AVX2 or AVX-512); Triton compiles
 for the GPU in hand. A kernel that was right where the package was written can be wrong on
-the next machine, and silently so. This is not hypothetical: torch 2.13's compiled CPU
-FlexAttention returned wrong rows (errors of 2.0) and NaN for a causal ALiBi at length 40 on
-an AVX2-only AMD EPYC, while eager ``flex_attention`` and the same kernel at length 64 were
-right.
+the next machine, and silently so (torch 2.13's compiled CPU FlexAttention is, on an AVX2-only
+CPU: see :func:`pecourse.kernels.flex.padded_length`).
 
 So each fast path asks :func:`trusted` before it answers. The first time a path meets a
 *configuration* in a process (the things that change the generated code: dtype, shapes
