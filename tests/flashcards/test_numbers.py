@@ -365,3 +365,22 @@ def test_every_quoted_number_is_tied_to_its_card(card, old, new):
     # A quoted number is checked against its cited source by a reader; the lint ties it to
     # the card, so changing the number on the card (not the quote) fails.
     assert _number_problems(_mutate(card, old, new), card.id), f"{old} -> {new} went unnoticed"
+
+
+@pytest.mark.parametrize(("length", "head_dim"), [(256, 64), (1024, 128)])
+def test_the_base_scan_gives_the_full_scans_verdicts(length, head_dim):
+    # _min_decay skips work (a base is tried first where its neighbour failed); a full scan,
+    # every base at every distance, must give the same verdicts and the same passing values.
+    import torch
+
+    b_star = checks_module._package_bound(length, head_dim)
+    bases = torch.tensor(
+        [*torch.arange(50.0, 1.5 * b_star, 37.0).tolist(), b_star], dtype=torch.float64
+    )
+    m = torch.arange(1, length + 1, dtype=torch.float64)[:, None]
+    exponent = -2 * torch.arange(head_dim // 2, dtype=torch.float64) / head_dim
+    full = torch.stack([torch.cos(m * b**exponent).sum(-1).min() for b in bases])
+    fast = checks_module._min_decay(bases, length, head_dim)
+    assert torch.equal(full >= 0, fast >= 0) and (full < 0).any() and (full >= 0).any()
+    assert torch.allclose(fast[full >= 0], full[full >= 0])
+    assert bool(fast[-1] >= -1e-9)  # b* itself passes
