@@ -186,6 +186,24 @@ def relative_offsets(q_positions: Tensor, k_positions: Tensor) -> Tensor:
     return k_positions[..., None, :] - q_positions[..., :, None]  # j - i
 
 
+def _check_qkv(q: Tensor, k: Tensor, v: Tensor) -> None:
+    """``q`` ``[batch, heads, Lq, d]``, ``k`` and ``v`` ``[batch, kv_heads, Lk, d]``, float, with
+    ``heads`` a multiple of ``kv_heads`` (grouped-query attention)."""
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        check_tensor(name, t, ndim=4, floating=True)
+    if k.shape != v.shape:
+        raise ValueError(
+            f"k and v must have the same shape, got {tuple(k.shape)} and {tuple(v.shape)}"
+        )
+    b, h, _, d = q.shape
+    if k.shape[0] != b or k.shape[3] != d:
+        raise ValueError(
+            f"k must be [batch={b}, kv_heads, Lk, head_dim={d}] to match q, got {tuple(k.shape)}"
+        )
+    if h % k.shape[1]:
+        raise ValueError(f"query heads ({h}) must be a multiple of key/value heads ({k.shape[1]})")
+
+
 def attention(
     q: Tensor,
     k: Tensor,
@@ -213,20 +231,8 @@ def attention(
     with ``return_probs``, and not for a scheme that sets ``needs_probs`` (Shaw's value
     term), which takes the step-by-step path whatever ``fused`` says.
     """
-    for name, t in (("q", q), ("k", k), ("v", v)):
-        check_tensor(name, t, ndim=4, floating=True)
-    b, h, lq, d = q.shape
-    if k.shape != v.shape:
-        raise ValueError(
-            f"k and v must have the same shape, got {tuple(k.shape)} and {tuple(v.shape)}"
-        )
-    if k.shape[0] != b or k.shape[3] != d:
-        raise ValueError(
-            f"k must be [batch={b}, kv_heads, Lk, head_dim={d}] to match q, got {tuple(k.shape)}"
-        )
-    h_kv, lk = k.shape[1], k.shape[2]
-    if h % h_kv:
-        raise ValueError(f"query heads ({h}) must be a multiple of key/value heads ({h_kv})")
+    _check_qkv(q, k, v)
+    (b, h, lq, d), (h_kv, lk) = q.shape, k.shape[1:3]
     scheme = scheme if scheme is not None else NoPE()
     if scheme.requires_causal and not causal:
         raise ValueError(

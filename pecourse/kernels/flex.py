@@ -48,6 +48,7 @@ import torch
 from torch import Tensor
 
 from .._validate import check_int, check_tensor
+from ..attention import _check_qkv, causal_mask
 from . import verify
 
 log = logging.getLogger(__name__)
@@ -216,24 +217,6 @@ def block_mask(mask_mod, q_len: int, k_len: int, *, device="cpu", block_size: in
 # --------------------------------------------------------------------------------------
 # Attention
 # --------------------------------------------------------------------------------------
-
-
-def _check_qkv(q: Tensor, k: Tensor, v: Tensor) -> None:
-    for name, t in (("q", q), ("k", k), ("v", v)):
-        check_tensor(name, t, ndim=4, floating=True)
-    if k.shape != v.shape:
-        raise ValueError(
-            f"k and v must have the same shape, got {tuple(k.shape)} and {tuple(v.shape)}"
-        )
-    if k.shape[0] != q.shape[0] or k.shape[3] != q.shape[3]:
-        raise ValueError(
-            f"k must be [batch={q.shape[0]}, kv_heads, Lk, head_dim={q.shape[3]}], got "
-            f"{tuple(k.shape)}"
-        )
-    if q.shape[1] % k.shape[1]:
-        raise ValueError(
-            f"query heads ({q.shape[1]}) must be a multiple of key/value heads ({k.shape[1]})"
-        )
 
 
 def _closure(fn) -> list[tuple[str, object]]:
@@ -550,7 +533,6 @@ def materialised_alibi_mask(
 ) -> Tensor:
     """ALiBi bias plus ``-inf`` where masked, ``[heads, Lq, Lk]``: what SDPA needs as
     ``attn_mask`` to do the same as :func:`flex_attention_alibi`. Quadratic in length."""
-    from ..attention import causal_mask
     from ..positions.alibi import alibi_bias
 
     bias = alibi_bias(num_heads, q_len, k_len, causal=causal).to(device=device, dtype=dtype)
