@@ -392,16 +392,18 @@ def _dark_mode(page) -> str:
 SLIDERS = ".widget-slider"
 DRAWN_SLIDERS = ".pecourse-frames input[type=range]"
 
-# The figure a drawn explorer shows: its file, and whether it loaded (0 while loading).
+# What a drawn explorer shows: its figure's file and width (0 while loading), or the text it
+# printed instead (width -1).
 _DRAWN_FIGURE = """box => {
-  const img = box.querySelector('img');
+  const img = box.querySelector('img'), text = box.querySelector('pre');
+  if (!img || img.style.display === 'none') return [text.textContent, -1];
   return [img.getAttribute('src') || '', img.complete ? img.naturalWidth : 0];
 }"""
 
 
 def _move_drawn(page) -> str:
     """Click along the first drawn explorer's first slider; '' when its readout and its
-    figure changed and the new figure loaded."""
+    figure (or the text it printed) changed and the new figure loaded."""
     box = page.locator(".pecourse-frames").filter(has=page.locator("input[type=range]")).first
     slider = box.locator("input[type=range]").first
     readout = box.locator("output").first  # a range input's readout (other controls have none)
@@ -417,7 +419,7 @@ def _move_drawn(page) -> str:
             continue
         try:
             page.wait_for_function(
-                "box => { const i = box.querySelector('img'); return i.complete; }",
+                "box => { const i = box.querySelector('img'); return !i || i.complete; }",
                 arg=box.element_handle(),
                 timeout=5000,
             )
@@ -426,15 +428,18 @@ def _move_drawn(page) -> str:
         src, width = box.evaluate(_DRAWN_FIGURE)
         if src == figure:
             return f"the readout moved to {readout.inner_text()!r} but the figure stayed {src}"
-        return "" if width > 0 else f"the drawn explorer's figure did not load: {src}"
+        return "" if width != 0 else f"the drawn explorer's figure did not load: {src}"
     return f"the drawn explorer's readout stayed at {before!r} after clicks along its track"
 
 
 def _move_slider(page) -> str:
     """Move the page's first explorer: a drawn one (:func:`_move_drawn`) if it has one, else
-    drag a saved widget's slider; '' when its label changed (and a drawn one's figure)."""
-    if page.locator(DRAWN_SLIDERS).count():
-        return _move_drawn(page)
+    a saved widget's slider (:func:`_move_widget_slider`)."""
+    return _move_drawn(page) if page.locator(DRAWN_SLIDERS).count() else _move_widget_slider(page)
+
+
+def _move_widget_slider(page) -> str:
+    """Drag the first saved widget's slider of the page; '' when its label changed."""
     slider = page.locator(SLIDERS).first
     if slider.count() == 0:
         return "no slider on the page"

@@ -366,7 +366,8 @@ _SCRIPT = """(function () {
   const box = document.currentScript.parentElement;
   const data = JSON.parse(box.querySelector('script[type="application/json"]').textContent);
   const inputs = Array.from(box.querySelectorAll("[data-control]"));
-  const img = box.querySelector("img"), text = box.querySelector("pre");
+  const text = box.querySelector("pre");
+  let img = box.querySelector("img");  // none while the explorer has shown only text
   const read = el => el.type === "checkbox" ? (el.checked ? 1 : 0) : Number(el.value);
   const write = (el, i) => {
     if (el.type === "checkbox") el.checked = i === 1; else el.value = String(i);
@@ -385,7 +386,12 @@ _SCRIPT = """(function () {
     const frame = data.frames[at.join(",")];
     const said = data.names.map((n, c) => n + " = " + data.labels[c][at[c]]).join(", ");
     const isFigure = typeof frame === "string";
-    img.style.display = isFigure ? "" : "none";
+    if (isFigure && !img) {
+      img = document.createElement("img");
+      img.style.maxWidth = "100%";
+      box.insertBefore(img, text);
+    }
+    if (img) img.style.display = isFigure ? "" : "none";
     text.style.display = isFigure ? "none" : "";
     if (isFigure) { img.src = frame; img.alt = "the explorer's figure at " + said; }
     else text.textContent = frame.text;
@@ -446,8 +452,7 @@ def explorer_html(frames: Frames, here: str = "notebooks") -> str:
         f'<img style="max-width: 100%" alt="{alt}" src="{html.escape(first)}">'
         '<pre class="pecourse-frames-text" style="display: none"></pre>'
         if isinstance(first, str)
-        else '<img style="max-width: 100%; display: none" alt="">'
-        f'<pre class="pecourse-frames-text">{html.escape(first["text"])}</pre>'
+        else f'<pre class="pecourse-frames-text">{html.escape(first["text"])}</pre>'
     )
     controls = "".join(
         f'<div class="pecourse-frames-control" style="margin: 0.15rem 0">{_control_html(c, i)}'

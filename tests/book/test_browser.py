@@ -208,6 +208,11 @@ INTERACT = """\
 from ipywidgets import interact
 
 _ = interact(lambda n=2: print(n * n), n=(0, 9))"""
+# A text box: a control the book cannot offer values for, so it keeps the "needs Python" note.
+TYPED = """\
+from ipywidgets import Text, interact
+
+_ = interact(lambda word="pe": print(word.upper()), word=Text("pe"))"""
 
 
 @pytest.mark.slow
@@ -224,6 +229,7 @@ def test_widgets_saved_by_the_execution_tool_work_in_the_book(tmp_path):
         nbformat.v4.new_markdown_cell("# Widgets in the book"),
         nbformat.v4.new_code_cell(LINKED),
         nbformat.v4.new_code_cell(INTERACT),
+        nbformat.v4.new_code_cell(TYPED),
     ]
     nb.metadata["kernelspec"] = {
         "name": "python3",
@@ -239,8 +245,8 @@ def test_widgets_saved_by_the_execution_tool_work_in_the_book(tmp_path):
     saved = json.loads(path.read_text(encoding="utf-8"))
     state = pages.saved_widget_state(saved)
     views = [v for cell in saved["cells"] for v in pages._widget_views(cell)]
-    assert len(views) == 2 and all(v in state for v in views), "widget state was not saved"
-    assert [pages.needs_kernel(state, v) for v in views] == [False, True]
+    assert len(views) == 3 and all(v in state for v in views), "widget state was not saved"
+    assert [pages.needs_kernel(state, v) for v in views] == [False, True, True]
 
     result = builder.build(tmp_path / "book", chapters=[1], root=root)
     phases.done("building the page")
@@ -248,13 +254,20 @@ def test_widgets_saved_by_the_execution_tool_work_in_the_book(tmp_path):
     name = f"notebooks/{slug}.html"
     with check.OfflineBrowser() as browser:
         report = browser.check(result.out / name, check.PageReport(name))
+        # the linked widgets and the text box's explorer; the slider's explorer is drawn
         assert report.widgets == 2 and report.maths >= 1  # the HTMLMath widget is typeset
         page = browser.page
         notes = page.locator(".admonition").all_inner_texts()
-        assert len(notes) == 1 and pages.NEEDS_PYTHON[0] in notes[0]  # interact only
+        assert len(notes) == 2
+        assert pages.FRAMED[0] in notes[0] and pages.NEEDS_PYTHON[0] in notes[1]
+        drawn = page.locator(".pecourse-frames")
+        assert drawn.locator("pre").inner_text() == "4\n"  # what it printed at n = 2
+        assert check._move_drawn(page) == ""  # printed text, not a figure: it changes too
+        n = int(drawn.locator("output").inner_text())
+        assert n != 2 and drawn.locator("pre").inner_text() == f"{n * n}\n"
         box = page.locator(".widget-text input").first
         assert box.input_value() == "3"
-        assert check._move_slider(page) == ""
+        assert check._move_widget_slider(page) == ""
         readout = page.locator(".widget-slider .widget-readout").first.inner_text()
         assert readout != "3" and box.input_value() == readout  # jslink, no kernel
         assert report.problems == [] and browser.outside == []
