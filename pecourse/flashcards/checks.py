@@ -445,23 +445,6 @@ def sinusoid_dot(dim: int, t: int, delta: int) -> dict:
 
 
 @check
-def sinusoid_shift_score(dim: int, t: int, u: int, delta: int) -> dict:
-    """``p_t^T M(Δ) p_u`` from the package's table and shift matrix."""
-    import torch
-
-    from pecourse.positions.absolute import (
-        sinusoidal_frequencies,
-        sinusoidal_shift_matrix,
-        sinusoidal_table,
-    )
-
-    table = sinusoidal_table(max(t, u) + 1, dim, dtype=torch.float64)
-    shift = sinusoidal_shift_matrix(delta, dim, dtype=torch.float64)
-    return {"value": float(table[t] @ shift @ table[u]), "t": t, "u": u, "Delta": delta,
-            "omega_i": sinusoidal_frequencies(dim).numpy()}  # fmt: skip
-
-
-@check
 def sinusoid_wavelength_range(dim: int, base: float = 10000.0) -> bool:
     """Read the fastest and slowest frequencies off the package's table at position 1
     (columns ``0`` and ``d-2`` hold ``sin ω_i``): wavelength 2π, and just under 2π·base."""

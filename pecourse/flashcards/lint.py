@@ -358,25 +358,11 @@ DISTINCT_FACTS: dict[frozenset, str] = {
         ("base-sets-spectrum", "base-slowest-wavelength", "the formula vs its slowest end ≈ 2πb"),
         ("alibi-slope-formula", "alibi-non-power-of-two", "power-of-two formula vs the other n"),
         ("sin-linear-shift", "sin-dot-product", "the shift matrix M(Δ) vs the dot product's sum"),
-        ("sin-dot-product", "sin-shift-head", "p(t)·p(t+Δ) vs a head built from M(Δ) looking back"),
-        (
-            "sin-linear-shift",
-            "sin-shift-head",
-            "the matrix M(Δ) vs the score of a head built on it",
-        ),
-        (
-            "mrope-axial-2d",
-            "rope-definition",
-            "1D RoPE's angle vs axial RoPE's pairs split by axis",
-        ),
+        ("mrope-axial-2d", "rope-definition", "1D RoPE's angle vs axial RoPE's split by axis"),
         ("mrope-rope-mixed", "rope-definition", "1D RoPE's angle vs two learned frequencies"),
         ("pe-place-scores", "pe-t5-vs-alibi", "where three schemes put position vs what T5 learns"),
         ("pe-place-scores", "cope-logits", "the map's 'into the scores' vs CoPE's term q·e[p]"),
-        (
-            "pe-t5-vs-alibi",
-            "extrap-alibi-meets",
-            "T5's learned buckets vs ALiBi's line past training",
-        ),
+        ("pe-t5-vs-alibi", "extrap-alibi-meets", "T5's learned buckets vs ALiBi's fixed line"),
         ("nope-resembles-t5", "nope-theorem2-relative", "what trained NoPE did vs what it can do"),
         (
             "t5-last-bucket-start",
