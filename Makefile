@@ -106,7 +106,7 @@ STUDIES := cope_counting text_extrapolation imposed_windows windowed_passkey gri
 	cope_selective_copy nope_anchor counting_length_generalisation extrapolation_seeds \
 	retrieval_seeds augmentation_seeds extension_seeds needle_seeds sliding_seeds context_use \
 	extension_controls embedding_setup loss_by_position position_shift rope_base scaling_mistakes \
-	table_extension alibi_windows t5_far_keys
+	table_extension table_finetune alibi_windows t5_far_keys
 
 # The course as a static website in build/book/ (open build/book/index.html; it works from
 # file:// with no network). Renders the committed notebooks as they are, never re-executes

@@ -987,3 +987,27 @@ def test_t5_far_keys_edits_only_the_untrained_buckets():
     assert got["far buckets = last trained"]["change"] == {"mean": 0.0, "ci95": [0.0, 0.0]}
     assert got["far keys masked"]["change"]["mean"] != 0.0
     assert got["128"]["windows"] == 8 and isinstance(got["context_used"], int)
+
+
+def test_table_finetune_starts_from_the_extended_tables(tmp_path):
+    """A fine-tune of one step at a negligible learning rate leaves each extended model where
+    table_extension measured it (same base, same tables): the fine-tune starts from the
+    extended weights, not from a fresh model, and trains at 128."""
+    tiny = {"seeds": (1,), "tokens": 1024, "steps": 1}
+    before = studies.table_extension(**tiny, random_seeds=(3,), log=tmp_path / "a.jsonl")
+    after = studies.table_finetune(
+        **tiny,
+        train={"steps": 1, "lr": 1e-7, "warmup": 0, "batch_size": 2, "data": "text"},
+        log=tmp_path / "b.jsonl",
+    )
+    old, new = before["rows"][0], after["rows"][0]
+    for label in ("random 3", "copied", "interpolated"):
+        for n in ("64", "128"):
+            assert new[label][n]["perplexity"] == pytest.approx(
+                old[label][n]["perplexity"], rel=1e-3
+            )
+        assert new[label]["128"]["windows"] == 8 and new[label]["loss_curve"][0][0] == 0
+        assert isinstance(new[label]["context_used"], int)
+    assert after["summary"]["learned"]["copied"]["128"]["per_seed"] == [
+        new["copied"]["128"]["perplexity"]
+    ]

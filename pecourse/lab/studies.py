@@ -71,6 +71,8 @@ recording to ``pecourse/lab/results/<name>.json``; :func:`load` reads it back.
 :func:`table_extension`                   chapter 01: the learned table's main direction,
                                           and the table doubled by random, copied or
                                           interpolated rows, seeds 0-2
+:func:`table_finetune`                    chapter 01: the same doubled tables, each
+                                          fine-tuned 100 steps at 128, seeds 0-2
 :func:`alibi_windows`                     chapter 03: each ALiBi head's window on text
                                           against its slope's prior, and the slopes
                                           swapped, seeds 0-2
@@ -1742,6 +1744,63 @@ table_extension = Study(
 )
 
 
+def _table_finetune(s: dict):
+    from .train import train
+
+    def measure(model, name):
+        seed = model.checkpoint["train"]["seed"]  # the data of every fine-tune of this seed
+        old = model.input_scheme.table.weight.detach()
+        n, out = old.shape[0], {}
+        tables = _extended_tables(old, s["random_seeds"])
+        with tempfile.TemporaryDirectory() as folder:
+            for label, rows in tables.items():
+                start = Path(folder) / label.replace(" ", "_")
+                extended = _with_table(model, rows)
+                save_checkpoint(extended, start)
+                config = ModelConfig.from_dict({**extended.config.to_dict(), "train_len": 2 * n})
+                options = {**s["train"], "seed": seed, "init_from": str(start)}
+                tuned, rec = train(config, TrainConfig(**options), progress=False, evaluate=False)
+                cell = {
+                    str(length): perplexity_interval(
+                        window_losses(tuned, length, tokens=s["tokens"])
+                    )
+                    for length in (n, 2 * n)
+                }
+                used = context_used(context_losses(tuned, tokens=s["tokens"]))
+                cell["context_used"] = used["context_used"]
+                cell["loss_curve"] = rec["loss_curve"]
+                out[label] = cell
+        return {**out, **_context_of(model, name, s)}
+
+    return measure
+
+
+table_finetune = Study(
+    "table_finetune",
+    r"""Chapter 01: the extended tables of :data:`table_extension`, each followed by a short
+    fine-tune at the new length (as Longformer did after copying, Beltagy et al. 2020).
+
+    For each seed of ``learned`` (seed 0 the shipped checkpoint): the table doubled to 128 rows
+    by random new rows (seed ``random_seeds``), copied rows or interpolated rows, then the whole
+    model trained ``train["steps"]`` steps on 128-character windows (the same batches for the
+    three tables of a seed: the data seed is the model's). Perplexity at 64 and 128 with its
+    interval, and the context each fine-tuned model uses at 128.""",
+    ("learned",),
+    _table_finetune,
+    {
+        "tokens": 65536,
+        "random_seeds": (3,),
+        "train": {"steps": 100, "lr": 1e-3, "warmup": 10, "batch_size": 8, "data": "text"},
+    },
+    {
+        "mode": "nonoverlapping",
+        **_TEXT,
+        "extensions": "as table_extension; each then fine-tuned at 128 (train: 8 x 128 characters "
+        "a step, 100 steps, peak lr 1e-3 after 10 warm-up steps, cosine decay)",
+        "context_used": _CONTEXT + " (the model as trained at 64; each fine-tune at 128)",
+    },
+)
+
 # --- chapter 03: each ALiBi head's window on text, against its slope's prior -------------------
 
 
@@ -2002,6 +2061,7 @@ STUDIES = {
     "rope_base": rope_base,
     "scaling_mistakes": scaling_mistakes,
     "table_extension": table_extension,
+    "table_finetune": table_finetune,
     "alibi_windows": alibi_windows,
     "t5_far_keys": t5_far_keys,
 }

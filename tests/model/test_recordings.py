@@ -257,3 +257,24 @@ def test_chapter_01_03_07_recordings_agree_with_the_extrapolation_table():
                 ref["t5", row["seed"]][n]["perplexity"], abs=2e-3
             )
         assert row["last_trained_bucket"] == 26
+
+
+def test_table_finetune_recording_continues_table_extensions_models():
+    """Each seed's fine-tunes start from the same learned model table_extension measured (its
+    context use at 64 is the same number), every fine-tuned model states its own context use at
+    128 and its loss curve over the recorded steps, and the summary is the rows'."""
+    tuned, ext = recorded("table_finetune"), recorded("table_extension")
+    assert tuned["seeds"] == ext["seeds"] == [0, 1, 2]
+    steps = tuned["protocol"]["train"]["steps"]
+    before = {r["seed"]: r for r in ext["rows"]}
+    for row in tuned["rows"]:
+        assert row["context_used"] == before[row["seed"]]["context_used"]
+        for label in ("random 3", "copied", "interpolated"):
+            cell = row[label]
+            assert isinstance(cell["context_used"], int) and cell["context_used"] >= 1
+            assert cell["loss_curve"][-1][0] == steps - 1
+            assert cell["128"]["tokens"] == cell["64"]["tokens"] == tuned["eval_tokens"]
+    for label in ("random 3", "copied", "interpolated"):
+        assert tuned["summary"]["learned"][label]["128"]["per_seed"] == [
+            r[label]["128"]["perplexity"] for r in tuned["rows"]
+        ]
