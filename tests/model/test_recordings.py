@@ -175,6 +175,36 @@ def _rope_base():
     _inside(fresh, _seed0(rec, "rope_base_low")["64"], record=rec)
 
 
+def _table_extension():
+    # the shipped table stretched to 128 rows by interpolation, at 128
+    rec, model = recorded("table_extension"), load_checkpoint("learned")
+    rows = studies._extended_tables(model.input_scheme.table.weight.detach(), (3,))
+    fresh = ev.perplexity_interval(
+        ev.window_losses(studies._with_table(model, rows["interpolated"]), 128)
+    )
+    _inside(fresh, _seed0(rec, "learned")["interpolated"]["128"], record=rec)
+
+
+def _alibi_windows():
+    # every head of the shipped ALiBi text model given the steepest slope, at 64
+    rec, model = recorded("alibi_windows"), load_checkpoint("alibi")
+    for block in model.blocks:
+        s = block.attn.scheme.slopes
+        block.attn.scheme.slopes = torch.full_like(s, float(s.max()))
+    fresh = ev.perplexity_interval(ev.window_losses(model, 64))
+    _inside(fresh, _seed0(rec, "alibi")["slope_swap"]["all steepest"], record=rec)
+
+
+def _t5_far_keys():
+    # the shipped T5 model with the buckets past distance 66 masked, at 512
+    rec, model = recorded("t5_far_keys"), load_checkpoint("t5")
+    with torch.no_grad():
+        for block in model.blocks:
+            block.attn.scheme.table.weight[27:] = -1e4
+    fresh = ev.perplexity_interval(ev.window_losses(model, 512))
+    _inside(fresh, _seed0(rec, "t5")["far keys masked"]["512"], record=rec)
+
+
 RECOMPUTE = {
     "extrapolation_seeds": _extrapolation_seeds,
     "loss_by_position": _loss_by_position,
@@ -185,6 +215,9 @@ RECOMPUTE = {
     "augmentation_seeds": _augmentation_seeds,
     "scaling_mistakes": _scaling_mistakes,
     "rope_base": _rope_base,
+    "table_extension": _table_extension,
+    "alibi_windows": _alibi_windows,
+    "t5_far_keys": _t5_far_keys,
 }
 
 
