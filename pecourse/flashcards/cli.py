@@ -49,9 +49,12 @@ def register(subparsers) -> None:
     lint = sub.add_parser(
         "lint",
         help="check the deck against its writing rules (length, sets, duplicates, numbers)",
-        description="The deck's rules: answers of at most 25 words, no lists or yes/no fronts, "
-        "no duplicates, a source for every card, every stated number covered by a check; "
-        "--numbers also runs the checks (recomputing every number from the package).",
+        description="The deck's rules (pecourse.flashcards.lint): answers of at most 20 words "
+        "(a formula counted by its symbols) and a median basic answer of at most 10, no bare "
+        "negations, no lists, set or yes/no fronts, one answer per question, no duplicates or "
+        "cards that share their key terms, a source for every card, every stated number "
+        "(digits or words, answer or question) covered by a check or a quote; --numbers also "
+        "runs the checks (recomputing every number independently).",
     )
     lint.add_argument("--numbers", action="store_true", help="also run every number check")
     lint.set_defaults(func=cmd_lint)

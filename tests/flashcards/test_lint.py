@@ -228,6 +228,16 @@ def test_cli_lint(capsys, monkeypatch):
     assert "bulleted or numbered list" in captured.out and "problem" in captured.err
 
 
+def test_cli_lint_help_states_the_limits_the_lint_enforces(capsys):
+    # The help once said 25 words after the limit became 20: it reads the numbers it states.
+    with pytest.raises(SystemExit):
+        main(["cards", "lint", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert f"at most {lint.MAX_ANSWER_WORDS} words" in text
+    assert f"median basic answer of at most {lint.MAX_MEDIAN_WORDS}" in text
+    assert "bare negations" in text and "one answer per question" in text
+
+
 def test_cli_lint_numbers_runs_the_checks(capsys, monkeypatch):
     card = BY_ID["t5-last-bucket-start"]
     wrong = dataclasses.replace(
