@@ -107,9 +107,8 @@ class PermutationEquivariance(Identity):
     explanation = (
         "Permuting the rows of $X$ permutes the rows of $Q$, $K$ and $V$; the score matrix "
         "becomes $P S P^\\top$, the row-wise softmax commutes with that relabelling, and "
-        "$P A P^\\top P V = P A V$. This is why every model needs one of the four places "
-        "where position can enter (or a causal mask, which breaks the symmetry: see "
-        "`causal_mask_breaks_equivariance`)."
+        "$P A P^\\top P V = P A V$. This is why a model needs a positional signal (or a causal "
+        "mask, which breaks the symmetry: see `causal_mask_breaks_equivariance`)."
     )
 
     def __init__(self, causal: bool = False, positions: bool = False):
