@@ -533,7 +533,9 @@ def _train_seed(name: str, seed: int, steps, store: Path):
         _parent(parent, seed, steps, store)  # trained again if its weights are gone
     model, curve, _ = _train_one(plan["model"], train)
     save_checkpoint(model, path, loss_curve=curve, train=train)
-    return model, curve
+    # read back, so a model trained now carries its checkpoint's record (its training seed,
+    # which a measure may read) exactly as one read from the store does
+    return load_checkpoint(path), curve
 
 
 def _parent(name: str, seed: int, steps, store: Path, *, ensure: bool = True) -> str:
@@ -1679,12 +1681,52 @@ def _extended_tables(old: torch.Tensor, random_seeds) -> dict:
     return out
 
 
+def _rows_moved(model: TinyGPT) -> dict:
+    """How far training moved each row of a learned table from its start, and what is left
+    once the mean and the main direction are taken out (chapter 01, "which rows moved").
+
+    The start is rebuilt as training built it (:func:`pecourse.seed.seed_everything` with the
+    run's seed, then a fresh model); ``start_cosine`` (mean cosine of trained and started
+    rows) shows the rebuild is that run's start. ``corr_moved_dial``: the correlation of each
+    row's displacement with its distance along the main direction; ``net``: the displacement
+    with the mean displacement and its component along that direction removed, for row 0,
+    rows 1-3, the middle rows 24-39, the late rows 56-62 and the last row."""
+    from ..seed import seed_everything
+
+    trained = model.input_scheme.table.weight.detach()
+    seed_everything(model.checkpoint["train"]["seed"])
+    start = TinyGPT(model.config).input_scheme.table.weight.detach()
+    moved = (trained - start).norm(dim=-1)
+    centred = trained - trained.mean(dim=0)
+    dial = torch.linalg.svd(centred, full_matrices=False)[2][0]
+    corr = torch.corrcoef(torch.stack([moved, (centred @ dial).abs()]))[0, 1]
+    shift = (trained - start) - (trained - start).mean(dim=0)
+    net = (shift - (shift @ dial)[:, None] * dial).norm(dim=-1)
+    parts = {
+        "0": net[0:1],
+        "1-3": net[1:4],
+        "24-39": net[24:40],
+        "56-62": net[56:63],
+        "63": net[63:64],
+    }
+    return {
+        "start_cosine": round(float(F.cosine_similarity(trained, start, dim=-1).mean()), 4),
+        "corr_moved_dial": round(float(corr), 4),
+        "net": {k: round(float(v.mean()), 4) for k, v in parts.items()},
+        "net_min_1_3": round(float(net[1:4].min()), 4),
+    }
+
+
 def _table_extension(s: dict):
     def measure(model, name):
         old = model.input_scheme.table.weight.detach()
         n = old.shape[0]
         at_n = window_losses(model, n, tokens=s["tokens"])
-        out = {"dial_share": round(_dial_share(old), 4), "trained": perplexity_interval(at_n)}
+        out = {
+            "dial_share": round(_dial_share(old), 4),
+            "moved": _rows_moved(model),
+            "trained": perplexity_interval(at_n),
+        }
         past = {}  # per-window mean loss at the new slots n..2n-1, for the paired comparisons
         for label, rows in _extended_tables(old, s["random_seeds"]).items():
             variant = _with_table(model, rows)
@@ -1721,7 +1763,8 @@ table_extension = Study(
 
     For each seed of ``learned`` (4 layers, ``d = 64``, a 64-row table, 800 steps on
     64-character windows; seed 0 the shipped checkpoint): the share of the table's variance
-    along its first principal direction (``dial_share``), and perplexity at 64 and 128
+    along its first principal direction (``dial_share``), how far training moved each row
+    net of that direction (:func:`_rows_moved`), and perplexity at 64 and 128
     characters with the table extended to 128 rows by random new rows (one table per seed of
     ``random_seeds``), copied rows (Beltagy et al. 2020, arXiv:2004.05150) or interpolated
     rows, each with its interval, its rise from the trained model's perplexity at 64, the

@@ -271,6 +271,11 @@ def test_chapter_01_03_07_recordings_agree_with_the_extrapolation_table():
             )
     share = studies._dial_share(load_checkpoint("learned").input_scheme.table.weight.detach())
     assert _seed0(ext, "learned")["dial_share"] == pytest.approx(share, abs=1e-4)
+    moved, again = _seed0(ext, "learned")["moved"], studies._rows_moved(load_checkpoint("learned"))
+    assert moved["net"] == pytest.approx(again["net"], abs=2e-4)
+    assert moved["corr_moved_dial"] == pytest.approx(again["corr_moved_dial"], abs=2e-4)
+    for row in ext["rows"]:  # the rebuilt start is each run's own (another seed's is ~0)
+        assert row["moved"]["start_cosine"] > 0.15
     priors = None
     for row in win["rows"]:
         assert row["slope_swap"]["as trained"]["perplexity"] == pytest.approx(
