@@ -355,7 +355,6 @@ DISTINCT_FACTS: dict[frozenset, str] = {
     for *pair, why in [
         ("base-llama3-500k", "base-missing-theta", "Llama 3's base vs the loaders' fallback"),
         ("nope-theorem1", "nope-theorem2-relative", "Theorem 1 (absolute) vs Theorem 2 (relative)"),
-        ("base-sets-spectrum", "base-slowest-wavelength", "the formula vs its slowest end ≈ 2πb"),
         ("alibi-slope-formula", "alibi-non-power-of-two", "power-of-two formula vs the other n"),
         ("sin-linear-shift", "sin-dot-product", "the shift matrix M(Δ) vs the dot product's sum"),
         ("mrope-axial-2d", "rope-definition", "1D RoPE's angle vs axial RoPE's split by axis"),
