@@ -14,7 +14,9 @@ Two kinds of card are understood:
   followed by ``back`` as an extra note when there is one.
 
 What a card shows under its answer is listed in :data:`BACK_NOTES`: supporting a new field
-is one line there.
+is one line there. A note is card Markdown too (the Anki export reads it so): it is rendered
+here with the deck's parser, its maths as the spans MyST writes for ``$...$``, which the book's
+MathJax typesets (a raw ``$`` in the note's HTML would be left as text).
 """
 
 from __future__ import annotations
@@ -22,8 +24,13 @@ from __future__ import annotations
 import html
 import json
 import re
+from functools import cache
 from pathlib import Path
 from typing import Any
+
+from markdown_it import MarkdownIt
+
+from pecourse.flashcards.render import MATH_TOKENS, new_parser
 
 #: Anki's cloze syntax: {{c<n>::answer}} or {{c<n>::answer::hint}} (the first ``}}`` closes it).
 CLOZE = re.compile(r"\{\{c(\d+)::(.+?)(?:::([^{}]*?))?\}\}", re.S)
@@ -71,12 +78,35 @@ def faces(card: dict[str, Any]) -> tuple[str, str]:
         if str(card.get(field, "") or "").strip()
     ]
     if notes:
-        back += '\n\n<p class="pc-card-note">' + "<br>".join(map(_escape, notes)) + "</p>"
+        back += '\n\n<p class="pc-card-note">' + "<br>".join(map(_note_html, notes)) + "</p>"
     return front, back
 
 
 def _escape(text: str) -> str:
     return html.escape(text, quote=False)
+
+
+# (display, inline) maths as MathJax reads it in the page
+_MATH_DELIMITERS = ((r"\[", r"\]"), (r"\(", r"\)"))
+
+
+@cache
+def _note_renderer() -> MarkdownIt:
+    md = new_parser()  # raw HTML in a note is shown as text, as on the cards' faces
+
+    def math(_renderer, tokens, idx, _options, _env) -> str:
+        opening, closing = _MATH_DELIMITERS[tokens[idx].type == "math_inline"]
+        tex = _escape(tokens[idx].content)
+        return f'<span class="math notranslate nohighlight">{opening}{tex}{closing}</span>'
+
+    for name in MATH_TOKENS:
+        md.add_render_rule(name, math)
+    return md
+
+
+def _note_html(text: str) -> str:
+    """One note's Markdown as inline HTML, its maths typeset by the book's MathJax."""
+    return _note_renderer().renderInline(text).strip()
 
 
 def card_block(card: dict[str, Any]) -> str:

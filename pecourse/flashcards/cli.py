@@ -135,7 +135,7 @@ def cmd_review(args) -> int:
             if typed:
                 print(f"You wrote: {typed}")
             if card.source:
-                print(f"Source: {card.source}")
+                show(f"Source: {card.source}")  # a source may hold maths too
             while (answer := input("Rate 1-4 (q quits): ").strip().lower()) not in _RATINGS:
                 print("Please type 1, 2, 3, 4 or q.")
             if answer == "q":

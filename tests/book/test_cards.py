@@ -56,6 +56,18 @@ def test_notes_under_the_answer_come_from_one_table(monkeypatch):
     assert back.endswith('<p class="pc-card-note">Origin: x<br>Source: ch. 03 §2 &lt;Press&gt;</p>')
 
 
+def test_maths_in_a_note_is_typeset_and_its_markdown_rendered():
+    # A raw $ in the note's HTML is left as text by the book's MathJax (make book-check flagged
+    # chapter 09's card whose source quotes the cosine of neighbouring rows).
+    card = {"id": "f", "front": "Q", "back": "A", "source": r"ch. 09 §2, *cosine* $a<\cos 1$"}
+    _, back = cards.faces(card)
+    note = back.rsplit('<p class="pc-card-note">', 1)[1]
+    assert note == (
+        r'Source: ch. 09 §2, <em>cosine</em> <span class="math notranslate nohighlight">'
+        r"\(a&lt;\cos 1\)</span></p>"
+    )
+
+
 def test_bad_cards_and_decks_are_refused(tmp_path):
     with pytest.raises(ValueError, match="needs an id"):
         cards.card_block({"front": "Q", "back": "A"})

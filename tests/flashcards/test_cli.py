@@ -1,5 +1,6 @@
 """``pecourse cards ...`` through pecourse.cli.main."""
 
+import dataclasses
 import io
 import json
 import os
@@ -77,6 +78,18 @@ def test_review_follows_the_reading_path_and_shows_what_was_typed(data_dir, caps
     monkeypatch.setattr("sys.stdin", io.StringIO("q\n"))
     assert main(["cards", "review", "--order", "syllabus"]) == 0
     assert f"01 {TITLES[1]}" in capsys.readouterr().out
+
+
+def test_a_sources_maths_is_shown_as_text_in_the_terminal(data_dir, capsys, monkeypatch):
+    card = dataclasses.replace(
+        load_deck(9)[0], source=r"ch. 09 §2 ($\frac{2}{d}\sum_i \cos\omega_i$)"
+    )
+    monkeypatch.setattr("pecourse.flashcards.cli.load_deck", lambda number: [card])
+    monkeypatch.setattr("sys.stdin", io.StringIO("\nq\n"))
+    assert main(["cards", "review", "--concept", "9"]) == 0
+    out = _flat(capsys.readouterr().out)
+    shown = _flat(math_to_text(math_spans(card.source)[0]))
+    assert f"Source: ch. 09 §2 ({shown})" in out and "\\frac" not in out, out
 
 
 def test_review_stops_at_end_of_input(data_dir, capsys, monkeypatch):
