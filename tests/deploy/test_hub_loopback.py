@@ -154,6 +154,20 @@ def descendants(pid: int) -> list[int]:
     return found
 
 
+def command_line(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
+    except OSError:
+        return "(gone)"
+
+
+def owner(pid: int) -> int | None:
+    try:
+        return Path(f"/proc/{pid}").stat().st_uid
+    except OSError:
+        return None
+
+
 def alive(pid: int) -> bool:
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
@@ -340,7 +354,12 @@ c.JupyterHub.load_roles = [
 
     def stop(self) -> list[str]:
         """Stop every server, then the Hub (which stops its proxy); kill by PID whatever is
-        left below it. Returns what had to be killed."""
+        left below it. Returns what had to be killed. Prints what ran and what was left
+        (`pytest -s` shows it)."""
+        running = {pid: command_line(pid) for pid in descendants(self.process.pid)}
+        print(f"the Hub (pid {self.process.pid}, {self.url}) and the processes it started:")
+        for pid, command in running.items():
+            print(f"  pid {pid}, uid {owner(pid)}: {command[:150]}")
 
         def stop_server(name):
             try:
@@ -360,10 +379,11 @@ c.JupyterHub.load_roles = [
         killed = []
         for pid in below:
             if alive(pid):
-                killed.append(
-                    Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-                )
+                killed.append(command_line(pid))
                 os.kill(pid, signal.SIGKILL)
+        ended = sum(not alive(pid) for pid in running)
+        print(f"the Hub exited ({self.process.returncode}); {ended} of those {len(running)} ended")
+        print(f"left running after the Hub, killed by PID: {killed or 'nothing'}")
         self.log.close()
         if self.shared != self.tmp:
             shutil.rmtree(self.shared)
@@ -468,18 +488,22 @@ def test_a_class_on_jupyterhub(hub, tmp_path):
     assert scores["bob"] == {k: (0.0 if k in failing else v) for k, v in points.items()}
 
     # the collected submissions graded in pecourse's sandbox, as the instructor would from a
-    # terminal of their server: the same verdict for every part
+    # terminal of their server (in their home, not a checkout: --source names the sources,
+    # as the README's command does): the same verdict for every part
     graded = subprocess.run(
         [
             str(BIN / "pecourse"),
             "grade",
             str(course / "submitted"),
+            "--source",
+            str(src),
             "--exercise",
             SLUG,
             "--out",
             str(tmp_path / "gradebook.csv"),
             "--quiet",
         ],
+        cwd=hub.homes / INSTRUCTOR,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
