@@ -75,11 +75,8 @@ submission costs only its own parts. Output: one row per student, exercise and p
 (:data:`CSV_COLUMNS`) in a SQLite file (table ``grades``: :func:`write_sqlite`), the CSV
 rebuilt from it, and a class summary.
 
-Rounds graded into one gradebook add up. A student's exercise graded again from a new
-notebook replaces that exercise's rows; a round that has no notebook for it (a student
-lacking an exercise that others submitted gets ``no submission`` rows) leaves a grade an
-earlier round gave as it is, and its ``no submission`` rows are stored only where the
-gradebook holds no graded row for that student and exercise.
+Rounds add up in one gradebook: a new notebook for a student's exercise replaces its rows; a
+round without one keeps an earlier grade (``no submission`` is stored only where none is).
 """
 
 from __future__ import annotations
