@@ -270,6 +270,11 @@ def test_widgets_saved_by_the_execution_tool_work_in_the_book(tmp_path):
         assert check._move_widget_slider(page) == ""
         readout = page.locator(".widget-slider .widget-readout").first.inner_text()
         assert readout != "3" and box.input_value() == readout  # jslink, no kernel
+        # → on a saved widget's slider handle (a div: Sphinx's key navigation spares only
+        # form fields, and a drawn explorer's slider is one) and on a code block
+        handle = page.locator(check.ARROW_TARGETS[0][1]).first
+        assert handle.evaluate("e => e.tagName") == "DIV"
+        assert check._arrow_keys(page) == ""
         assert report.problems == [] and browser.outside == []
     phases.done("checking it in the browser")
     assert check.broken_local_links(result.out) == []
