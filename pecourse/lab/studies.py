@@ -1681,6 +1681,16 @@ def _extended_tables(old: torch.Tensor, random_seeds) -> dict:
     return out
 
 
+def _table_similarity(table: torch.Tensor, offsets=(1, 8, 32)) -> dict:
+    """The cosine similarity of a position table's rows: its mean over all pairs ``offset``
+    apart, and between the first eight rows and the last eight (``corner``)."""
+    unit = F.normalize(table.detach().double(), dim=-1)
+    sim = unit @ unit.T
+    out = {f"offset {k}": round(float(sim.diagonal(k).mean()), 4) for k in offsets}
+    out["corner"] = round(float(sim[:8, -8:].mean()), 4)
+    return out
+
+
 def _rows_moved(model: TinyGPT) -> dict:
     """How far training moved each row of a learned table from its start, and what is left
     once the mean and the main direction are taken out (chapter 01, "which rows moved").
@@ -1724,6 +1734,7 @@ def _table_extension(s: dict):
         at_n = window_losses(model, n, tokens=s["tokens"])
         out = {
             "dial_share": round(_dial_share(old), 4),
+            "similarity": _table_similarity(old),
             "moved": _rows_moved(model),
             "trained": perplexity_interval(at_n),
         }
@@ -1763,7 +1774,8 @@ table_extension = Study(
 
     For each seed of ``learned`` (4 layers, ``d = 64``, a 64-row table, 800 steps on
     64-character windows; seed 0 the shipped checkpoint): the share of the table's variance
-    along its first principal direction (``dial_share``), how far training moved each row
+    along its first principal direction (``dial_share``), the similarity of its rows
+    (:func:`_table_similarity`), how far training moved each row
     net of that direction (:func:`_rows_moved`), and perplexity at 64 and 128
     characters with the table extended to 128 rows by random new rows (one table per seed of
     ``random_seeds``), copied rows (Beltagy et al. 2020, arXiv:2004.05150) or interpolated

@@ -274,6 +274,10 @@ def test_chapter_01_03_07_recordings_agree_with_the_extrapolation_table():
     moved, again = _seed0(ext, "learned")["moved"], studies._rows_moved(load_checkpoint("learned"))
     assert moved["net"] == pytest.approx(again["net"], abs=2e-4)
     assert moved["corr_moved_dial"] == pytest.approx(again["corr_moved_dial"], abs=2e-4)
+    table = load_checkpoint("learned").input_scheme.table.weight
+    assert _seed0(ext, "learned")["similarity"] == pytest.approx(
+        studies._table_similarity(table), abs=2e-4
+    )
     for row in ext["rows"]:  # the rebuilt start is each run's own (another seed's is ~0)
         assert row["moved"]["start_cosine"] > 0.15
     priors = None
