@@ -36,6 +36,8 @@ DOWNLOADS = "_ipynb"
 # Package files that get a source page (the trained checkpoints and the deck do not).
 RESULTS = "pecourse/lab/results/"  # recordings: their pages show their rows as tables
 SOURCE_GLOBS = ("pecourse/**/*.py", RESULTS + "*.json")
+# How a chapter reads a recording: pecourse.lab.results.recorded("name").
+RECORDED = re.compile(r"""\brecorded\(\s*["']([\w-]+)["']""")
 
 
 @dataclass(frozen=True)
@@ -102,11 +104,11 @@ def stage(
     the checkout) into ``src``.
 
     A partial build (some chapters) keeps the start page, the chapters' exercises and
-    flashcards, and only the source pages they link to. With ``frames_cache`` (a folder), the
-    chapters' explorers are drawn for a grid of their controls' values, in a kernel, and kept
-    there (:mod:`pecourse.book.frames`; the figures are staged under ``_explorers/``); without,
-    they keep their saved output; ``jobs`` chapters are drawn at a time, each in its own
-    kernel. Returns the docnames written.
+    flashcards, and only the source pages they link to and the recordings they read. With
+    ``frames_cache`` (a folder), the chapters' explorers are drawn for a grid of their
+    controls' values, in a kernel, and kept there (:mod:`pecourse.book.frames`; the figures
+    are staged under ``_explorers/``); without, they keep their saved output; ``jobs``
+    chapters are drawn at a time, each in its own kernel. Returns the docnames written.
     """
     numbers = check_chapters(chapters)
     full = chapters is None
@@ -149,9 +151,9 @@ def stage(
         drawn = drawn_in.get(nb_dir / f"{name}.ipynb", {})
         for figure in (f for d in drawn.values() for f in d.frames if isinstance(f, bytes)):
             out.write(frames.frame_file(figure), figure)  # copied into the site after Sphinx
-        nb = pages.prepare_notebook(
-            _read_json(nb_dir / f"{name}.ipynb"), site, "notebooks", flashcards, drawn
-        )
+        saved = _read_json(nb_dir / f"{name}.ipynb")
+        site.linked_sources |= recordings_read(saved) & set(source_files)
+        nb = pages.prepare_notebook(saved, site, "notebooks", flashcards, drawn)
         download = f"{DOWNLOADS}/notebooks/{name}.ipynb"
         out.write(download, (nb_dir / f"{name}.ipynb").read_bytes())
         nb = pages.with_download(nb, "notebooks", download, pages.CHAPTER_DOWNLOAD)
@@ -177,7 +179,8 @@ def stage(
         text = pages.rewrite_markdown(cards.cards_page(title, deck, chapter), site, "flashcards")
         out.write(f"flashcards/{c.slug}.md", text)
     out.write("flashcards/index.md", _flashcards_index(decks_in, counts))
-    # Package source: every file for the whole book, the linked ones for a partial build.
+    # Package source: every file for the whole book, for a partial build the linked ones and
+    # the recordings its chapters read.
     shown = [p for p in source_files if full or p in site.linked_sources]
     for path in shown:
         out.write(f"source/{path}", (root / path).read_bytes())
@@ -195,6 +198,16 @@ def stage(
     docs |= {f"source/{p}" for p in shown}
     log.info("staged %d pages in %s", len(docs), src)
     return sorted(docs)
+
+
+def recordings_read(nb: dict) -> set[str]:
+    """The recordings a notebook's code reads (``recorded("name")``), as repository paths."""
+    code = "\n".join(
+        "".join(cell.get("source", ""))
+        for cell in nb.get("cells", [])
+        if cell.get("cell_type") == "code"
+    )
+    return {f"{RESULTS}{name}.json" for name in RECORDED.findall(code)}
 
 
 def _draw_all(

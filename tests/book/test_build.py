@@ -97,13 +97,24 @@ def test_a_partial_build_shows_the_source_its_chapters_link_to(tmp_path):
     (root / "pecourse" / "positions").mkdir(parents=True)
     (root / "pecourse" / "positions" / "alibi.py").write_text('"""ALiBi."""\n')
     (root / "pecourse" / "course.py").write_text('"""The map."""\n')
+    results = root / "pecourse" / "lab" / "results"
+    results.mkdir(parents=True)
+    for name in ("alibi_windows", "rope_base"):
+        (results / f"{name}.json").write_text('{"rows": []}')
     nb = {
         "cells": [
             {
                 "cell_type": "markdown",
                 "metadata": {},
                 "source": "# 03\n\nSee `pecourse/positions/alibi.py`.",
-            }
+            },
+            {  # a recording the chapter reads gets its page, as in the whole book
+                "cell_type": "code",
+                "metadata": {},
+                "source": 'windows = recorded("alibi_windows")',
+                "outputs": [],
+                "execution_count": None,
+            },
         ],
         "metadata": {},
         "nbformat": 4,
@@ -113,6 +124,8 @@ def test_a_partial_build_shows_the_source_its_chapters_link_to(tmp_path):
     docs = builder.stage(src, chapters=[3], root=root)
     assert "source/pecourse/positions/alibi.py" in docs
     assert "source/pecourse/course.py" not in docs
+    assert "source/pecourse/lab/results/alibi_windows.json" in docs
+    assert "source/pecourse/lab/results/rope_base.json" not in docs
     assert (src / "source" / "pecourse" / "positions" / "alibi.py").read_text() == '"""ALiBi."""\n'
     staged = json.loads((src / "notebooks" / "03_alibi.ipynb").read_text())
     assert "](../source/pecourse/positions/alibi.py.md)" in staged["cells"][0]["source"]
