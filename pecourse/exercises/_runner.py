@@ -450,7 +450,7 @@ class Judge:
         (the job file's)."""
         uid = sandbox.job_uid()  # from this process's pid: nothing of the job
         if self.level == sandbox.NONE and not sandbox.others_can_run_python():
-            uid = None  # stays the grader's uid: the fallback's warning says so
+            uid = None  # the grader's uid: only when asked, --isolation none (grading_server)
         self.uid = uid
         mine, theirs = socket.socketpair()
         if self.level == sandbox.NAMESPACES:

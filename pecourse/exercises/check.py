@@ -66,7 +66,7 @@ def check_notebooks(
 
     ``hidden``: run the hidden tests too (needs solutions/; see :func:`_visible_source`)."""
     results = {}
-    with grading_server("auto", []) as server:
+    with grading_server("auto", [], own_notebooks=True) as server:
         for path in map(Path, paths):
             source = _visible_source(path, source_dir, hidden)
             n_cells = sum(1 for c in source.cells if c.cell_type == "code") + 2

@@ -114,8 +114,8 @@ def register(subparsers) -> None:
         grade.add_argument(flag, type=kind, default=default, help=text)
     what = "the student's name, when grading a single notebook"
     grade.add_argument("--student", default=None, help=what)
-    what = "sandbox each submission in Linux namespaces: auto (where possible, else a loudly "
-    what += "marked fallback), namespaces (refuse to grade without), none"
+    what = "sandbox each submission in Linux namespaces: auto (else a loudly marked fallback, "
+    what += "refused unless as another uid), namespaces (refuse without), none (the fallback)"
     grade.add_argument(
         "--isolation", choices=("auto", "namespaces", "none"), default="auto", help=what
     )

@@ -18,26 +18,22 @@ are out of its reach, and nothing it starts outlives its job. How:
   reaches nothing that decides a grade; a "forged" reply is just the value a function
   returned. The student's process never holds a test cell: of the tests it sees only the
   inputs they pass to its functions.
-* **Nothing of another job, and no test, is in the student's process's memory**, not even
-  in memory freed before it was forked (which a notebook can read with
-  ``process_vm_readv`` on itself). The server never reads a job: it hands each job file,
-  unread, to a judge it forks; a judge forks the student's process before it reads its
-  job, then sends it only its own notebook, folders and limits. The student's process
-  starts as a copy of the server: the preloaded modules, the server's start-up state and
-  its protocol's ids and paths, nothing else. That state includes the server's command
-  line (the protected paths) and the environment it was started with, which a notebook can
-  read (``/proc/self/environ`` once it makes itself dumpable again): the server is started
-  with only the variables Python, the compilers, torch and the course read
-  (``_SERVER_ENV``), so an instructor's tokens and passwords never reach it.
+* **Nothing of another job, and no test, is in the student's process's memory**, freed
+  memory included (``process_vm_readv`` on itself reads it). The server hands each job
+  file, unread, to a judge it forks, which forks the student's process before it reads
+  its job and then sends it only its own notebook, folders and limits. The student's
+  process starts as a copy of the server: its preloaded modules, start-up state and
+  protocol ids and paths. Its command line (the protected paths) and environment are
+  readable (``/proc/self/environ``, once dumpable again): the server gets only the
+  variables Python, the compilers, torch and the course read (``_SERVER_ENV``).
 * **The student's process is sandboxed** (:mod:`pecourse.exercises.sandbox`): its own
-  user, PID, mount, network, IPC and UTS namespaces, a read-only root that holds only the
-  Python installation, a private tmpfs home and ``/tmp``, a fresh unprivileged uid per
-  job when the grader is root, no capabilities, ``no_new_privs``, no namespace of its own
-  (so no mount either), limits on memory, processes, file size, time and output (what
-  each covers, and where it does not hold: :class:`Limits`). ``solutions/``, the course package (the
-  reference implementations: see :mod:`pecourse.exercises.policy`), the submissions, the
-  gradebook, other jobs and the grader's processes do not exist in it; when its PID 1
-  dies the kernel kills every process it started, ``setsid`` or not.
+  user, PID, mount, network, IPC and UTS namespaces, a read-only root holding only the
+  Python installation, a private tmpfs home and ``/tmp``, a fresh unprivileged uid per job
+  as root, no capabilities, ``no_new_privs``, no namespace (so no mount) of its own, and
+  limits (what each covers and where it does not hold: :class:`Limits`). ``solutions/``,
+  the course package (:mod:`pecourse.exercises.policy`), the submissions, the gradebook,
+  other jobs and the grader's processes do not exist in it; when its PID 1 dies the
+  kernel kills every process it started, ``setsid`` or not.
 * **Nothing of the student's process flows into the judge but values**: what its
   functions return and the arguments they changed in place (written into the test's own
   tensors, as one kernel would show them). The judge seeds its random generators from each
@@ -55,12 +51,12 @@ are out of its reach, and nothing it starts outlives its job. How:
   rebuilt from the SQLite file each time, and fields that a spreadsheet would read as a
   formula (``=``, ``+``, ``-``, ``@``) are escaped.
 
-Where the machine refuses namespaces (no unprivileged user namespaces, a container
-without them, a non-Linux OS) the grader falls back to a new session, a fresh uid when it
-runs as root, the same limits and a subreaper that kills every descendant at the end. It
-then says so on the terminal and in every gradebook row (``isolation`` column): in that
-mode a notebook can read what its uid can read, ``solutions/`` included, and without root
-it can signal the grader. The verdicts are still computed outside the student's process.
+Where the machine refuses namespaces (no unprivileged user namespaces, some containers, a
+non-Linux OS), the fallback is a new session, the same limits, a subreaper that kills every
+descendant, a fresh uid per job as root, and a mark in every row (``isolation``). Without
+another uid (no root, or a Python other uids cannot read) a notebook would run as the
+grader, able to read ``solutions/``, other submissions and the gradebook and to signal the
+grader: ``auto`` refuses (:data:`AS_OURSELVES`); an explicit ``--isolation none`` runs it.
 
 Out of scope: kernel exploits and side channels, and an instructor who grades with
 ``--isolation none`` or ``--allow-reference``.
@@ -105,6 +101,7 @@ from pathlib import Path
 import nbformat
 
 from ..course import NotACheckoutError, checkout
+from . import sandbox
 from .notebook import (
     GradedNotebook,
     Part,
@@ -132,8 +129,17 @@ _FORMULA = ("=", "+", "-", "@", "\t", "\r")
 MAX_NOTEBOOK_BYTES = 16 * 1024 * 1024  # read and parsed in the grader's own process
 
 
+AS_OURSELVES = (  # why ``auto`` refuses where the fallback would keep the grader's uid
+    "isolation 'auto' found no namespaces ({}) and would run students' notebooks as your uid "
+    "{}, able to read solutions/, other submissions and the gradebook. Grade as root (sudo), "
+    "enable unprivileged user namespaces (sysctl kernel.apparmor_restrict_unprivileged_userns"
+    "=0 on Ubuntu 23.10+, kernel.unprivileged_userns_clone=1 on older Debian), or pass "
+    "--isolation none to run them as yourself anyway"
+)
+
+
 class IsolationUnavailable(ValueError):
-    """``--isolation namespaces`` was asked for and the machine cannot provide it."""
+    """The isolation asked for (``namespaces``, or ``auto``'s other uid) is not available."""
 
 
 @dataclass(frozen=True)
@@ -283,11 +289,8 @@ def _zero_rows(student, exercise, graded_parts: list[Part], reason: str, isolati
     ]
 
 
-# The grading server starts with these of the grader's environment variables and no others.
-# Every student's process is forked from it and can read the environment it was started with
-# (``/proc/self/environ`` once it makes itself dumpable again, or its own memory), so an
-# instructor's tokens, passwords and keys must never be in it. Kept: what Python, the
-# compilers, torch, Triton and the course read.
+# The grading server's environment, which every student's process can read (forked from
+# it): what Python, the compilers, torch, Triton and the course read; no tokens or passwords.
 _SERVER_ENV = frozenset(
     {
         "PATH", "HOME", "USER", "LOGNAME", "LANG", "TZ", "TMPDIR", "TERM",
@@ -316,11 +319,10 @@ def _child_env() -> dict[str, str]:
 class ForkServer:
     """The parent's side of :func:`pecourse.exercises._runner.serve` (one per batch).
 
-    ``isolation``: ``"auto"`` (namespaces where the machine allows them, else the fallback),
-    ``"namespaces"`` (refuse to grade without them) or ``"none"``. ``protected``: paths the
-    sandbox must hide even if they lie under a directory it binds, besides the course
-    repository and ``solutions/``, which it always hides (``check`` as ``grade``). After start, ``level``
-    is ``"namespaces"`` or ``"none"`` and ``detail`` says why.
+    ``isolation``: ``"auto"`` (namespaces, else the fallback: :func:`grading_server`),
+    ``"namespaces"`` (refuse without them) or ``"none"``. ``protected``: paths to hide even
+    under a folder the sandbox binds, besides the checkout and ``solutions/`` (always, for
+    ``check`` too). Once started, ``level`` is ``"namespaces"`` or ``"none"``, ``detail`` why.
 
     Thread-safe: the grading threads share it. If the server dies, the jobs it was running
     end with exit code ``None``; the next job starts a fresh server.
@@ -438,11 +440,15 @@ class ForkServer:
 
 
 @contextmanager
-def grading_server(isolation: str, protected: list[str]):
-    """A :class:`ForkServer` of its own for the ``with`` block, closed after it."""
+def grading_server(isolation: str, protected: list[str], *, own_notebooks=False):
+    """A :class:`ForkServer` of its own for the ``with`` block, closed after it. ``auto``
+    refuses a fallback that would run others' notebooks as our uid (``check``'s are ours)."""
     with tempfile.TemporaryDirectory(prefix="pecourse-server-") as tmp:
         server = ForkServer(Path(tmp), isolation, protected)
         try:
+            if isolation == "auto" and not own_notebooks and server.level == "none":
+                if os.geteuid() != 0 or not sandbox.others_can_run_python():
+                    raise IsolationUnavailable(AS_OURSELVES.format(server.detail, os.geteuid()))
             yield server
         finally:
             server.close()
@@ -723,12 +729,9 @@ def isolation_warning(server: ForkServer) -> str | None:
     if server.level != "none":
         return None
     return (
-        "WARNING: submissions are NOT isolated from this machine "
-        f"({server.detail}). A hostile notebook can read what its uid can read "
-        "(solutions/ included) and, without root, signal the grader. Verdicts are still "
-        "computed outside the notebook's process; every gradebook row is marked "
-        f"'{NOT_ISOLATED}'. Grade as root on Linux, or enable unprivileged user namespaces "
-        "(sysctl kernel.unprivileged_userns_clone=1), to isolate."
+        f"WARNING: submissions are NOT isolated ({server.detail}). A hostile notebook can "
+        "read what its uid can read (solutions/ included) and, without root, signal the "
+        f"grader; verdicts are still computed outside it. Every row is marked '{NOT_ISOLATED}'."
     )
 
 
@@ -990,8 +993,5 @@ def main_grade(args) -> int:
         f"{len(everything)} in the gradebook)"
     )
     if any(r.isolation == NOT_ISOLATED for r in rows):
-        print(
-            f"WARNING: these grades were computed WITHOUT isolation ('{NOT_ISOLATED}').",
-            file=sys.stderr,
-        )
+        print(f"WARNING: grades computed WITHOUT isolation ('{NOT_ISOLATED}')", file=sys.stderr)
     return 0

@@ -22,10 +22,10 @@ Two levels (:func:`probe` tells which one this machine allows):
 
 ``none``
     The fallback where namespaces are refused (no user namespaces, a container without
-    them, an AppArmor policy, another OS): a new session under the same limits, as a fresh
-    unprivileged uid when the grader is root, in a judge that is a child subreaper and kills
-    every descendant at the end. What it cannot stop is said in the threat model
-    (:mod:`pecourse.exercises.grade`).
+    them, an AppArmor policy, another OS): a new session under the same limits, in a judge
+    that is a child subreaper and kills every descendant at the end, as a fresh unprivileged
+    uid when the grader is root, else as the grader (which ``grade``'s ``auto`` refuses).
+    What it cannot stop: the threat model (:mod:`pecourse.exercises.grade`).
 
 The verdict never depends on the sandbox alone: tests run outside the student's process
 (see :mod:`pecourse.exercises._runner`), so the sandbox's job is to keep the notebook from

@@ -7,12 +7,16 @@ import shutil
 import signal
 import subprocess
 
-from pecourse.exercises.grade import NOT_ISOLATED, grade_class
+import pytest
+
+from pecourse.cli import main as pecourse_main
+from pecourse.exercises import sandbox
+from pecourse.exercises.grade import NOT_ISOLATED, ForkServer, grade_class
 from pecourse.exercises.notebook import write_notebook
 
 from .attacks import MARKER
 from .conftest import HOSTILE_LIMITS, SLUG, source09
-from .helpers import left_behind, typed
+from .helpers import TEST_LIMITS, answered, left_behind, typed
 
 
 def test_fallback_grades_alike_warns_and_leaves_nothing(hostile, class_rows, tmp_path, caplog):
@@ -64,3 +68,61 @@ def test_left_behind_sees_a_survivor_of_its_own_and_no_one_elses():
     finally:
         other.kill()
         other.wait()
+
+
+def _one_student(tmp_path):
+    root = tmp_path / "class"
+    (root / "ada").mkdir(parents=True)
+    write_notebook(answered(source09()), root / "ada" / f"{SLUG}.ipynb")
+    return root
+
+
+def _as(monkeypatch, euid, *, probe_refuses=True, python_readable=True):
+    """The grader runs as ``euid``; the server's probe finds no namespaces (whatever this
+    machine allows: its answer is replaced as the server reports it); other uids can or
+    cannot read this Python. Returns the list of jobs the server was asked to run."""
+    start, run, jobs = ForkServer._start, ForkServer.run, []
+
+    def started(self):
+        start(self)
+        if probe_refuses:
+            self.level, self.detail = "none", "unshare(CLONE_NEWUSER): Permission denied"
+
+    def running(self, job_path, wall_clock):
+        jobs.append(job_path)
+        return run(self, job_path, wall_clock)
+
+    monkeypatch.setattr(ForkServer, "_start", started)
+    monkeypatch.setattr(ForkServer, "run", running)
+    monkeypatch.setattr(os, "geteuid", lambda: euid)
+    monkeypatch.setattr(sandbox, "others_can_run_python", lambda: python_readable)
+    return jobs
+
+
+@pytest.mark.parametrize("euid, readable", [(1000, True), (0, False)])
+def test_auto_refuses_to_run_students_as_the_grader(tmp_path, monkeypatch, capsys, euid, readable):
+    # Not root (or root with a Python other uids cannot read) and no namespaces: the only
+    # level left would run each notebook as the grader's own uid, able to read solutions/,
+    # the other submissions and the gradebook. The default refuses before any notebook runs.
+    root, out = _one_student(tmp_path), tmp_path / "grades.csv"
+    jobs = _as(monkeypatch, euid, python_readable=readable)
+    assert pecourse_main(["grade", str(root), "--out", str(out), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "isolation 'auto' found no namespaces (unshare(CLONE_NEWUSER)" in err, err
+    assert f"as your uid {euid}" in err and "sudo" in err and "--isolation none" in err, err
+    assert "kernel.apparmor_restrict_unprivileged_userns=0" in err, err
+    assert jobs == [] and not out.exists() and not out.with_suffix(".sqlite").exists()
+
+
+@pytest.mark.parametrize("euid, isolation", [(0, "auto"), (1000, "none")])
+def test_as_root_auto_keeps_the_fallback_and_none_runs_students_as_the_grader(
+    tmp_path, monkeypatch, caplog, euid, isolation
+):
+    # Root with a Python other uids can read: the fallback's fresh uid per job is allowed
+    # under auto, with its warning. Not root, an explicit --isolation none still grades
+    # (the instructor's informed choice), loudly, every row marked not isolated.
+    jobs = _as(monkeypatch, euid, probe_refuses=isolation == "auto")
+    rows = grade_class(_one_student(tmp_path), limits=TEST_LIMITS, isolation=isolation)
+    assert len(jobs) == 1 and "submissions are NOT isolated" in caplog.text
+    assert rows and {r.isolation for r in rows} == {NOT_ISOLATED}
+    assert all(r.points == r.max_points for r in rows), rows
