@@ -45,6 +45,7 @@ def _numbers(text: str) -> str:
     return re.sub(r"-?\d+\.\d+(e-?\d+)?", "<x>", text)
 
 
+@pytest.mark.slow  # the module's class is graded and checked once: ~40 s
 def test_check_agrees_with_grade_on_every_part(checked, class_dir, class_rows, hostile):
     graded = {(r.student, r.exercise, r.part): r for r in class_rows}
     graded.update({(s, SLUG, p): r for (s, p), r in hostile.rows.items()})
@@ -75,11 +76,13 @@ def test_check_agrees_with_grade_on_every_part(checked, class_dir, class_rows, h
     assert added["test_table"]
 
 
+@pytest.mark.slow  # the module's class is graded and checked once: ~40 s
 def test_check_applies_the_reference_policy(checked, hostile):
     parts = checked[str(hostile.root / "atk_reference" / f"{SLUG}.ipynb")]
     assert parts[0].hint.startswith("policy: ")
 
 
+@pytest.mark.slow  # the module's class is graded and checked once: ~40 s
 def test_check_sandbox_hides_what_grading_hides(checked, hostile):
     # The attack runs the answers it reads from solutions/: a pass in check would be a 0 in
     # grading. The same sandbox hides solutions/ and the course package in both.
@@ -89,6 +92,7 @@ def test_check_sandbox_hides_what_grading_hides(checked, hostile):
     assert "No such file or directory" in parts[0].hint and graded.points == 0, parts[0].hint
 
 
+@pytest.mark.slow  # the module's class is graded and checked once: ~40 s
 def test_check_reports_each_part_with_its_hint(checked, hint_notebook):
     out = format_report(hint_notebook, checked[str(hint_notebook)])
     assert "[PASS] test_table (2 points)" in out

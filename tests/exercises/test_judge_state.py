@@ -97,6 +97,7 @@ def _total(rows, student, slug):
     return sum(r.points for (s, e, _), r in rows.items() if (s, e) == (student, slug))
 
 
+@pytest.mark.slow  # the module's notebooks are graded once: ~13 s
 def test_a_zeroed_random_state_scores_no_more_than_a_blank_notebook(graded):
     assert _total(graded, "blank", EX02) == 0
     assert _total(graded, "zero_rng", EX02) <= _total(graded, "blank", EX02), {
@@ -106,6 +107,7 @@ def test_a_zeroed_random_state_scores_no_more_than_a_blank_notebook(graded):
     assert all(r.points == r.max_points for r in honest), [r.reason for r in honest]
 
 
+@pytest.mark.slow  # the module's notebooks are graded once: ~13 s
 def test_an_argument_changed_in_place_is_graded_as_one_kernel_sees_it(graded):
     # In a single kernel the test's `hidden` is the one the function changed (so that
     # `hidden + table` counts the table twice): the part fails and says why.
@@ -117,6 +119,7 @@ def test_an_argument_changed_in_place_is_graded_as_one_kernel_sees_it(graded):
     assert all(r.points == r.max_points for r in honest), [r.reason for r in honest]
 
 
+@pytest.mark.slow  # the module's notebooks are graded once: ~13 s
 def test_callbacks_do_not_extend_the_time_limit(graded):
     # stopped by the judge at the cell's limit (plus grace), not by the job's wall clock
     assert graded[("callback_loop", EX02, "test_attention")].points > 0
@@ -124,6 +127,7 @@ def test_callbacks_do_not_extend_the_time_limit(graded):
     assert "ignored the interrupt" in reason, reason
 
 
+@pytest.mark.slow  # the module's notebooks are graded once: ~13 s
 def test_the_judge_is_bounded_too(graded):
     # the judge holds the notebook's memory limit plus room for messages: the test's own
     # function fails there on a huge input instead of taking the instructor's memory

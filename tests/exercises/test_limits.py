@@ -107,6 +107,7 @@ raise ValueError(f"MEMFD held {held} MB")
 """
 
 
+@pytest.mark.slow  # ~12 s
 def test_memory_is_limited_per_job_not_per_process(tmp_path):
     # RLIMIT_AS holds each process to --memory-mb: eight processes held eight times that,
     # and memfd files, which are not mapped, were counted nowhere. The job's cgroup counts
